@@ -1,0 +1,111 @@
+#include "info_command.hpp"
+
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "kvtier/core/kv_layout.hpp"
+#include "kvtier/memory/runtime_factory.hpp"
+
+namespace kvtier::cli {
+namespace {
+
+struct InfoOptions {
+  std::string device = "auto";
+  std::string layout = "page-major";
+  std::string dtype = "bf16";
+  std::uint32_t layers = 32;  // a Llama-3-8B-like default: 2 MiB pages
+  std::uint32_t kv_heads = 8;
+  std::uint32_t head_dim = 128;
+  std::uint32_t block_size = 16;
+  std::uint32_t capacity = 16384;
+  bool json = false;
+};
+
+nlohmann::json describe(const InfoOptions& options) {
+  const KvGeometry geometry{.layers = options.layers,
+                            .kv_heads = options.kv_heads,
+                            .head_dim = options.head_dim,
+                            .dtype = parse_dtype(options.dtype),
+                            .tokens_per_block = options.block_size};
+  const KvLayout layout(geometry, parse_page_layout(options.layout), options.capacity);
+  const auto runtime = memory::make_runtime(memory::parse_runtime_choice(options.device));
+  const memory::DeviceInfo device = runtime->device_info();
+  nlohmann::json out = {
+      {"version", KVTIER_VERSION},
+      {"runtime", memory::runtime_kind_name(runtime->kind())},
+      {"cuda_compiled", memory::cuda_compiled()},
+      {"cuda_devices", memory::cuda_device_count()},
+      {"device", {{"name", device.name}, {"total_bytes", device.total_bytes}, {"free_bytes", device.free_bytes}}},
+      {"layout",
+       {{"kind", page_layout_name(layout.layout())},
+        {"layers", geometry.layers},
+        {"kv_heads", geometry.kv_heads},
+        {"head_dim", geometry.head_dim},
+        {"dtype", dtype_name(geometry.dtype)},
+        {"tokens_per_block", geometry.tokens_per_block},
+        {"page_bytes", layout.page_bytes()},
+        {"chunks_per_page", layout.chunks_per_page()},
+        {"chunk_bytes", layout.chunk_bytes()},
+        {"capacity", layout.capacity()},
+        {"slab_bytes", layout.slab_bytes()}}},
+  };
+  if (runtime->kind() == memory::RuntimeKind::Cuda) {
+    out["device"]["compute_capability"] =
+        std::to_string(device.compute_capability_major) + "." + std::to_string(device.compute_capability_minor);
+  }
+  return out;
+}
+
+void print_text(const nlohmann::json& info) {
+  const auto& device = info["device"];
+  const auto& layout = info["layout"];
+  const auto gib = [](std::size_t bytes) { return static_cast<double>(bytes) / double(1ULL << 30); };
+  std::cout << "kvtier " << info["version"].get<std::string>() << "\n"
+            << "runtime:  " << info["runtime"].get<std::string>()
+            << (info["cuda_compiled"].get<bool>() ? " (CUDA compiled, " : " (CUDA not compiled, ")
+            << info["cuda_devices"].get<int>() << " device(s) visible)\n"
+            << "device:   " << device["name"].get<std::string>() << ", "
+            << gib(device["total_bytes"].get<std::size_t>()) << " GiB total, "
+            << gib(device["free_bytes"].get<std::size_t>()) << " GiB free\n"
+            << "layout:   " << layout["kind"].get<std::string>() << ", " << layout["layers"] << " layers x "
+            << layout["kv_heads"] << " kv heads x " << layout["head_dim"] << " dim, "
+            << layout["dtype"].get<std::string>() << ", " << layout["tokens_per_block"] << " tokens per block\n"
+            << "page:     " << layout["page_bytes"] << " bytes (" << layout["chunks_per_page"] << " chunk(s) of "
+            << layout["chunk_bytes"] << " bytes)\n"
+            << "slab:     " << layout["capacity"] << " pages = " << gib(layout["slab_bytes"].get<std::size_t>())
+            << " GiB\n";
+}
+
+}  // namespace
+
+void add_info_command(CLI::App& app, int& exit_code) {
+  auto options = std::make_shared<InfoOptions>();
+  CLI::App* info = app.add_subcommand("info", "Show the chosen runtime, the device and a KV layout's page size");
+  info->add_option("--device", options->device, "auto | host | cuda")->capture_default_str();
+  info->add_option("--layout", options->layout, "page-major | layer-major")->capture_default_str();
+  info->add_option("--dtype", options->dtype, "bf16 | fp16 | fp32 | fp8")->capture_default_str();
+  info->add_option("--layers", options->layers)->capture_default_str();
+  info->add_option("--kv-heads", options->kv_heads)->capture_default_str();
+  info->add_option("--head-dim", options->head_dim)->capture_default_str();
+  info->add_option("--block-size", options->block_size, "tokens per block")->capture_default_str();
+  info->add_option("--capacity", options->capacity, "G1 pages")->capture_default_str();
+  info->add_flag("--json", options->json, "print one JSON object");
+  info->callback([options, &exit_code] {
+    try {
+      const nlohmann::json out = describe(*options);
+      if (options->json) {
+        std::cout << out.dump() << '\n';
+      } else {
+        print_text(out);
+      }
+      exit_code = 0;
+    } catch (const std::exception& error) {
+      std::cerr << "kvtier info: " << error.what() << '\n';
+      exit_code = 1;
+    }
+  });
+}
+
+}  // namespace kvtier::cli

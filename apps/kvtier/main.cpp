@@ -1,0 +1,13 @@
+// kvtier: the command-line front end. Thin: parses, calls the library, prints.
+#include <CLI/CLI.hpp>
+
+#include "info_command.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"kvtier: a real-memory KV-cache block allocator for LLM inference"};
+  app.require_subcommand(1);
+  int exit_code = 0;
+  kvtier::cli::add_info_command(app, exit_code);
+  CLI11_PARSE(app, argc, argv);
+  return exit_code;
+}

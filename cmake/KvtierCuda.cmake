@@ -1,0 +1,25 @@
+# Decides KVTIER_WITH_CUDA. AUTO builds the CUDA targets whenever a toolkit is
+# found, whether or not this machine has a GPU: device code is compiled either way.
+set(KVTIER_WITH_CUDA OFF)
+if(NOT KVTIER_CUDA STREQUAL "OFF")
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      # "90" emits sm_90 SASS plus compute_90 PTX (H100/H200, JIT for newer chips).
+      set(CMAKE_CUDA_ARCHITECTURES 90)
+    endif()
+    enable_language(CUDA)
+    find_package(CUDAToolkit REQUIRED)
+    # CMake 3.25 predates nvcc's C++20 support; teach it the flag.
+    if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+      set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+      set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+    endif()
+    set(CMAKE_CUDA_STANDARD 20)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    set(KVTIER_WITH_CUDA ON)
+  elseif(KVTIER_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "KVTIER_CUDA=ON but no CUDA compiler was found (set CUDACXX or install the toolkit)")
+  endif()
+endif()

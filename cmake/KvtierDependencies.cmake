@@ -1,0 +1,13 @@
+# Every third-party dependency comes from Debian packages (see scripts/install-deps.sh).
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(CLI11 REQUIRED)
+find_package(Threads REQUIRED)
+if(KVTIER_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+  include(GoogleTest)
+endif()
+if(KVTIER_BUILD_BENCH)
+  find_package(benchmark REQUIRED)
+endif()

@@ -1,0 +1,10 @@
+# One switch per sanitizer preset; applied to every target below this point.
+if(KVTIER_SANITIZER STREQUAL "address")
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+elseif(KVTIER_SANITIZER STREQUAL "thread")
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread)
+elseif(NOT KVTIER_SANITIZER STREQUAL "")
+  message(FATAL_ERROR "KVTIER_SANITIZER must be empty, 'address' or 'thread', not '${KVTIER_SANITIZER}'")
+endif()

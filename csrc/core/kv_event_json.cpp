@@ -1,0 +1,26 @@
+#include "kvtier/core/kv_event_json.hpp"
+
+namespace kvtier {
+
+nlohmann::json to_json(const KvEvent& event) {
+  nlohmann::json out = {{"id", event.id}, {"dp_rank", event.dp_rank}, {"tier", tier_name(event.tier)}};
+  if (const auto* stored = std::get_if<KvStored>(&event.data)) {
+    out["type"] = "stored";
+    out["parent"] = stored->parent ? nlohmann::json(stored->parent->value()) : nlohmann::json(nullptr);
+    nlohmann::json blocks = nlohmann::json::array();
+    for (const StoredBlock& block : stored->blocks) {
+      blocks.push_back({{"hash", block.hash.value()}, {"local", block.local.value()}});
+    }
+    out["blocks"] = std::move(blocks);
+    if (stored->token_ids) out["token_ids"] = *stored->token_ids;
+  } else {
+    const auto& removed = std::get<KvRemoved>(event.data);
+    out["type"] = "removed";
+    nlohmann::json hashes = nlohmann::json::array();
+    for (SequenceHash hash : removed.hashes) hashes.push_back(hash.value());
+    out["hashes"] = std::move(hashes);
+  }
+  return out;
+}
+
+}  // namespace kvtier

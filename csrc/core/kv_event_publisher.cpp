@@ -1,0 +1,36 @@
+#include "kvtier/core/kv_event_publisher.hpp"
+
+#include <exception>
+#include <iostream>
+
+namespace kvtier {
+
+void KvEventPublisher::attach(std::shared_ptr<KvEventSink> sink) {
+  if (sink) sinks_.push_back(std::move(sink));
+}
+
+void KvEventPublisher::publish_stored(StorageTier tier, KvStored stored) {
+  if (stored.blocks.empty()) return;
+  publish(tier, std::move(stored));
+}
+
+void KvEventPublisher::publish_removed(StorageTier tier, KvRemoved removed) {
+  if (removed.hashes.empty()) return;
+  publish(tier, std::move(removed));
+}
+
+void KvEventPublisher::publish(StorageTier tier, std::variant<KvStored, KvRemoved> data) {
+  if (sinks_.empty()) return;
+  const KvEvent event{.id = next_id_++, .dp_rank = dp_rank_, .tier = tier, .data = std::move(data)};
+  for (const auto& sink : sinks_) {
+    try {
+      sink->publish(event);
+    } catch (const std::exception& error) {
+      std::cerr << "kvtier: KV event sink failed on event " << event.id << ": " << error.what() << '\n';
+    } catch (...) {
+      std::cerr << "kvtier: KV event sink failed on event " << event.id << '\n';
+    }
+  }
+}
+
+}  // namespace kvtier

@@ -1,0 +1,186 @@
+#include "kvtier/memory/cuda_runtime.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <iostream>
+#include <nvtx3/nvtx3.hpp>
+#include <vector>
+
+#include "cuda_check.hpp"
+
+namespace kvtier::memory {
+namespace {
+
+struct KvtierDomain {
+  static constexpr const char* name{"kvtier"};
+};
+using ScopedRange = nvtx3::scoped_range_in<KvtierDomain>;
+
+/// Destructors must not throw: report a failed release and carry on.
+void report_release_failure(cudaError_t status, const char* call) noexcept {
+  if (status != cudaSuccess) std::cerr << "kvtier: " << call << " failed with " << cudaGetErrorName(status) << '\n';
+}
+
+/// Makes `device` current on the calling thread (streams and memory are per device).
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) { KVTIER_CUDA_CHECK(cudaSetDevice(device)); }
+};
+
+class CudaEvent final : public detail::EventBackend {
+ public:
+  explicit CudaEvent(int device) {
+    DeviceScope scope(device);
+    KVTIER_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
+  }
+  ~CudaEvent() override { report_release_failure(cudaEventDestroy(event_), "cudaEventDestroy"); }
+  CudaEvent(const CudaEvent&) = delete;
+  CudaEvent& operator=(const CudaEvent&) = delete;
+
+  EventStatus status() const override {
+    const cudaError_t status = cudaEventQuery(event_);
+    if (status == cudaSuccess) return EventStatus::Complete;
+    if (status == cudaErrorNotReady) return EventStatus::Pending;
+    return EventStatus::Failed;
+  }
+  void synchronize() const override { KVTIER_CUDA_CHECK(cudaEventSynchronize(event_)); }
+  cudaEvent_t handle() const noexcept { return event_; }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
+const CudaEvent& cuda_event(const detail::EventBackend& event) {
+  const auto* cuda = dynamic_cast<const CudaEvent*>(&event);
+  if (cuda == nullptr) throw ContractError("event belongs to a different runtime than this CUDA stream");
+  return *cuda;
+}
+
+class CudaStream final : public detail::StreamBackend {
+ public:
+  explicit CudaStream(int device) : device_(device) {
+    DeviceScope scope(device);
+    // Non-blocking: never serialises with the legacy default stream.
+    KVTIER_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  }
+  ~CudaStream() override {
+    report_release_failure(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    report_release_failure(cudaStreamDestroy(stream_), "cudaStreamDestroy");
+  }
+  CudaStream(const CudaStream&) = delete;
+  CudaStream& operator=(const CudaStream&) = delete;
+
+  void copy_async(std::span<const CopyDescriptor> copies) override {
+    std::vector<void*> dsts;
+    std::vector<const void*> srcs;
+    std::vector<std::size_t> sizes;
+    for (std::size_t i = 0; i < copies.size(); ++i) {
+      if (copies[i].bytes == 0) continue;
+      if (copies[i].src == nullptr || copies[i].dst == nullptr) {
+        throw ContractError("copy descriptor " + std::to_string(i) + " has a null pointer");
+      }
+      dsts.push_back(copies[i].dst);
+      srcs.push_back(copies[i].src);
+      sizes.push_back(copies[i].bytes);
+    }
+    if (sizes.empty()) return;
+    ScopedRange range{"kvtier.copy_async"};
+    DeviceScope scope(device_);
+    if (sizes.size() == 1) {
+      KVTIER_CUDA_CHECK(cudaMemcpyAsync(dsts[0], srcs[0], sizes[0], cudaMemcpyDefault, stream_));
+      return;
+    }
+    if (batch_supported_) {
+      cudaMemcpyAttributes attributes{};
+      attributes.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+      attributes.flags = cudaMemcpyFlagPreferOverlapWithCompute;
+      std::size_t attribute_index = 0;
+      const cudaError_t status = cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), sizes.size(),
+                                                      &attributes, &attribute_index, 1, stream_);
+      if (status == cudaSuccess) return;
+      if (status != cudaErrorNotSupported && status != cudaErrorInvalidValue) {
+        detail::throw_cuda_error(status, "cudaMemcpyBatchAsync", __FILE__, __LINE__);
+      }
+      // An older driver, or memory the batch API refuses: copy one by one.
+      (void)cudaGetLastError();
+      batch_supported_ = status != cudaErrorNotSupported;
+    }
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      KVTIER_CUDA_CHECK(cudaMemcpyAsync(dsts[i], srcs[i], sizes[i], cudaMemcpyDefault, stream_));
+    }
+  }
+
+  void fill_async(void* dst, std::uint8_t value, std::size_t bytes) override {
+    if (bytes == 0) return;
+    if (dst == nullptr) throw ContractError("fill of a null pointer");
+    ScopedRange range{"kvtier.fill_async"};
+    DeviceScope scope(device_);
+    KVTIER_CUDA_CHECK(cudaMemsetAsync(dst, value, bytes, stream_));
+  }
+
+  void record(detail::EventBackend& event) override {
+    KVTIER_CUDA_CHECK(cudaEventRecord(cuda_event(event).handle(), stream_));
+  }
+
+  void wait(const detail::EventBackend& event) override {
+    KVTIER_CUDA_CHECK(cudaStreamWaitEvent(stream_, cuda_event(event).handle(), 0));
+  }
+
+  void synchronize() override { KVTIER_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+ private:
+  int device_;
+  cudaStream_t stream_ = nullptr;
+  bool batch_supported_ = true;
+};
+
+}  // namespace
+
+CudaRuntime::CudaRuntime(int device) : device_(device) { KVTIER_CUDA_CHECK(cudaSetDevice(device)); }
+
+int CudaRuntime::device_count() noexcept {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return count;
+}
+
+DeviceInfo CudaRuntime::device_info() const {
+  DeviceScope scope(device_);
+  cudaDeviceProp properties{};
+  KVTIER_CUDA_CHECK(cudaGetDeviceProperties(&properties, device_));
+  std::size_t free_bytes = 0;
+  std::size_t total_bytes = 0;
+  KVTIER_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return DeviceInfo{.name = properties.name,
+                    .total_bytes = total_bytes,
+                    .free_bytes = free_bytes,
+                    .ordinal = device_,
+                    .compute_capability_major = properties.major,
+                    .compute_capability_minor = properties.minor};
+}
+
+DeviceBuffer CudaRuntime::allocate_device(std::size_t bytes) {
+  if (bytes == 0) return {};
+  DeviceScope scope(device_);
+  void* data = nullptr;
+  KVTIER_CUDA_CHECK(cudaMalloc(&data, bytes));
+  return DeviceBuffer(data, bytes, [](void* p) { report_release_failure(cudaFree(p), "cudaFree"); });
+}
+
+PinnedBuffer CudaRuntime::allocate_pinned(std::size_t bytes) {
+  if (bytes == 0) return {};
+  DeviceScope scope(device_);
+  void* data = nullptr;
+  // Mapped so copy kernels can read it directly; portable across devices.
+  KVTIER_CUDA_CHECK(cudaHostAlloc(&data, bytes, cudaHostAllocPortable | cudaHostAllocMapped));
+  return PinnedBuffer(data, bytes, [](void* p) { report_release_failure(cudaFreeHost(p), "cudaFreeHost"); });
+}
+
+Stream CudaRuntime::create_stream() { return Stream(std::make_unique<CudaStream>(device_)); }
+
+Event CudaRuntime::create_event() { return Event(std::make_unique<CudaEvent>(device_)); }
+
+}  // namespace kvtier::memory

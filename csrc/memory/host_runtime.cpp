@@ -1,0 +1,259 @@
+#include "kvtier/memory/host_runtime.hpp"
+
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <limits>
+#include <future>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "kvtier/core/errors.hpp"
+
+namespace kvtier::memory {
+
+struct HostRuntime::FaultState {
+  std::mutex mutex;
+  HostFaultPlan plan;
+  std::uint64_t copies = 0;
+  std::uint64_t allocations = 0;
+
+  bool next_copy_fails(std::uint64_t& number) {
+    std::lock_guard lock(mutex);
+    number = ++copies;
+    return plan.fail_copy_number != 0 && number == plan.fail_copy_number;
+  }
+  bool next_allocation_fails(std::uint64_t& number) {
+    std::lock_guard lock(mutex);
+    number = ++allocations;
+    return plan.fail_allocation_number != 0 && number == plan.fail_allocation_number;
+  }
+};
+
+namespace {
+
+constexpr std::size_t kAlignment = 256;  // what cudaMalloc guarantees, so layouts behave alike
+
+/// Completion state shared by an event and the stream tasks that record it or
+/// wait on it. Each record gets a generation; the event reflects the latest.
+class HostEventState {
+ public:
+  std::uint64_t begin_record() {
+    std::lock_guard lock(mutex_);
+    return ++recorded_;
+  }
+  std::uint64_t latest_record() const {
+    std::lock_guard lock(mutex_);
+    return recorded_;
+  }
+  void complete(std::uint64_t generation, std::optional<std::string> failure) {
+    {
+      std::lock_guard lock(mutex_);
+      if (generation <= completed_) return;  // an older record finishing late
+      completed_ = generation;
+      failure_ = std::move(failure);
+    }
+    done_.notify_all();
+  }
+  /// Blocks until record `generation` has completed; returns its failure, if any.
+  std::optional<std::string> wait_for(std::uint64_t generation) const {
+    std::unique_lock lock(mutex_);
+    done_.wait(lock, [&] { return completed_ >= generation; });
+    return failure_;
+  }
+  EventStatus status() const {
+    std::lock_guard lock(mutex_);
+    if (completed_ < recorded_) return EventStatus::Pending;
+    return failure_ ? EventStatus::Failed : EventStatus::Complete;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  mutable std::condition_variable done_;
+  std::uint64_t recorded_ = 0;
+  std::uint64_t completed_ = 0;
+  std::optional<std::string> failure_;
+};
+
+class HostEvent final : public detail::EventBackend {
+ public:
+  EventStatus status() const override { return state_->status(); }
+  void synchronize() const override {
+    if (auto failure = state_->wait_for(state_->latest_record())) throw TransferError(*failure);
+  }
+  const std::shared_ptr<HostEventState>& state() const noexcept { return state_; }
+
+ private:
+  std::shared_ptr<HostEventState> state_ = std::make_shared<HostEventState>();
+};
+
+const HostEvent& host_event(const detail::EventBackend& event) {
+  const auto* host = dynamic_cast<const HostEvent*>(&event);
+  if (host == nullptr) throw ContractError("event belongs to a different runtime than this host stream");
+  return *host;
+}
+
+void check_copies(std::span<const CopyDescriptor> copies) {
+  for (std::size_t i = 0; i < copies.size(); ++i) {
+    if (copies[i].bytes != 0 && (copies[i].src == nullptr || copies[i].dst == nullptr)) {
+      throw ContractError("copy descriptor " + std::to_string(i) + " has a null pointer");
+    }
+  }
+}
+
+/// A worker thread running its queue in order. `failure_` (the first failure
+/// since the last synchronize) is touched only by the worker.
+class HostStream final : public detail::StreamBackend {
+ public:
+  explicit HostStream(std::shared_ptr<HostRuntime::FaultState> faults)
+      : faults_(std::move(faults)), worker_([this] { run(); }) {}
+
+  ~HostStream() override {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_one();
+    worker_.join();  // drains the queue first: enqueued work always runs
+  }
+
+  void copy_async(std::span<const CopyDescriptor> copies) override {
+    check_copies(copies);
+    std::uint64_t number = 0;
+    const bool fails = faults_->next_copy_fails(number);
+    enqueue([this, fails, number, batch = std::vector<CopyDescriptor>(copies.begin(), copies.end())] {
+      if (fails) {
+        fail("injected fault: copy #" + std::to_string(number) + " failed");
+        return;
+      }
+      for (const CopyDescriptor& copy : batch) {
+        if (copy.bytes != 0) std::memmove(copy.dst, copy.src, copy.bytes);
+      }
+    });
+  }
+
+  void fill_async(void* dst, std::uint8_t value, std::size_t bytes) override {
+    if (bytes != 0 && dst == nullptr) throw ContractError("fill of a null pointer");
+    enqueue([dst, value, bytes] {
+      if (bytes != 0) std::memset(dst, value, bytes);
+    });
+  }
+
+  void record(detail::EventBackend& event) override {
+    auto state = host_event(event).state();
+    const std::uint64_t generation = state->begin_record();
+    enqueue([this, state, generation] { state->complete(generation, failure_); });
+  }
+
+  void wait(const detail::EventBackend& event) override {
+    auto state = host_event(event).state();
+    const std::uint64_t generation = state->latest_record();
+    if (generation == 0) return;  // never recorded: nothing to wait for
+    enqueue([this, state, generation] {
+      if (auto failure = state->wait_for(generation)) fail("waited-on event failed: " + *failure);
+    });
+  }
+
+  void synchronize() override {
+    std::promise<std::optional<std::string>> outcome;
+    auto result = outcome.get_future();
+    enqueue([this, &outcome] { outcome.set_value(std::exchange(failure_, std::nullopt)); });
+    if (auto failure = result.get()) throw TransferError(*failure);
+  }
+
+ private:
+  void fail(std::string message) {
+    if (!failure_) failure_ = std::move(message);
+  }
+
+  void enqueue(std::function<void()> task) {
+    {
+      std::lock_guard lock(mutex_);
+      queue_.push_back(std::move(task));
+    }
+    wake_.notify_one();
+  }
+
+  void run() {
+    for (;;) {
+      std::function<void()> task;
+      {
+        std::unique_lock lock(mutex_);
+        wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        task = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      task();
+    }
+  }
+
+  std::shared_ptr<HostRuntime::FaultState> faults_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::function<void()>> queue_;
+  bool stopping_ = false;
+  std::optional<std::string> failure_;
+  std::thread worker_;  // last: starts after every other member exists
+};
+
+}  // namespace
+
+HostRuntime::HostRuntime() : faults_(std::make_shared<FaultState>()) {}
+HostRuntime::~HostRuntime() = default;
+
+void HostRuntime::inject_faults(HostFaultPlan plan) {
+  std::lock_guard lock(faults_->mutex);
+  faults_->plan = plan;
+  faults_->copies = 0;
+  faults_->allocations = 0;
+}
+
+DeviceInfo HostRuntime::device_info() const {
+  const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  return DeviceInfo{
+      .name = "host memory (no GPU)",
+      .total_bytes = static_cast<std::size_t>(sysconf(_SC_PHYS_PAGES)) * page,
+      .free_bytes = static_cast<std::size_t>(sysconf(_SC_AVPHYS_PAGES)) * page,
+  };
+}
+
+void* HostRuntime::allocate(std::size_t bytes, const char* what) {
+  std::uint64_t number = 0;
+  if (faults_->next_allocation_fails(number)) {
+    throw AllocationError(std::string("injected fault: ") + what + " allocation #" + std::to_string(number) + " of " +
+                          std::to_string(bytes) + " bytes failed");
+  }
+  if (bytes == 0) return nullptr;
+  if (bytes > std::numeric_limits<std::size_t>::max() - kAlignment) {
+    throw AllocationError(std::string(what) + " allocation of " + std::to_string(bytes) + " bytes is impossible");
+  }
+  const std::size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  void* data = std::aligned_alloc(kAlignment, rounded);
+  if (data == nullptr) {
+    throw AllocationError(std::string(what) + " allocation of " + std::to_string(bytes) + " bytes failed");
+  }
+  std::memset(data, 0, rounded);  // deterministic contents: a never-written page never matches a pattern
+  return data;
+}
+
+DeviceBuffer HostRuntime::allocate_device(std::size_t bytes) {
+  return DeviceBuffer(allocate(bytes, "device"), bytes, [](void* p) { std::free(p); });
+}
+
+PinnedBuffer HostRuntime::allocate_pinned(std::size_t bytes) {
+  return PinnedBuffer(allocate(bytes, "pinned"), bytes, [](void* p) { std::free(p); });
+}
+
+Stream HostRuntime::create_stream() { return Stream(std::make_unique<HostStream>(faults_)); }
+
+Event HostRuntime::create_event() { return Event(std::make_unique<HostEvent>()); }
+
+}  // namespace kvtier::memory

@@ -1,0 +1,108 @@
+#include "kvtier/memory/kv_pool.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "kvtier/core/errors.hpp"
+#include "kvtier/core/page_pattern.hpp"
+
+namespace kvtier::memory {
+namespace {
+
+// Bounds the pinned staging buffer of the pattern helpers; at least one page.
+constexpr std::size_t kStagingBudgetBytes = std::size_t{16} << 20;
+
+const KvLayout& checked(const KvLayout& layout) {
+  if (layout.capacity() == 0) throw ConfigError("a KvPool needs at least one page: " + layout.describe());
+  return layout;
+}
+
+}  // namespace
+
+KvPool::KvPool(Runtime& runtime, KvLayout layout)
+    : runtime_(&runtime),
+      layout_(checked(layout)),
+      slab_(runtime.allocate_device(layout_.slab_bytes())),
+      stream_(runtime.create_stream()) {}
+
+std::byte* KvPool::chunk_address(PageId page, std::uint32_t chunk) const {
+  if (page.value() >= capacity() || chunk >= layout_.chunks_per_page()) {
+    throw ContractError("page " + std::to_string(page.value()) + " chunk " + std::to_string(chunk) +
+                        " is outside the pool (" + std::to_string(capacity()) + " pages of " +
+                        std::to_string(layout_.chunks_per_page()) + " chunks)");
+  }
+  return slab() + layout_.chunk_offset(page.value(), chunk);
+}
+
+void KvPool::check_pages(std::span<const PageId> pages, std::span<const std::uint64_t> identities) const {
+  if (pages.size() != identities.size()) {
+    throw ContractError("pattern: " + std::to_string(pages.size()) + " pages but " +
+                        std::to_string(identities.size()) + " identities");
+  }
+  for (PageId page : pages) {
+    if (page.value() >= capacity()) {
+      throw ContractError("pattern: page " + std::to_string(page.value()) + " is outside the pool of " +
+                          std::to_string(capacity()) + " pages");
+    }
+  }
+}
+
+std::size_t KvPool::staging_pages() {
+  const std::size_t page_bytes = layout_.page_bytes();
+  const std::size_t pages = std::clamp<std::size_t>(kStagingBudgetBytes / page_bytes, 1, capacity());
+  if (!staging_) staging_ = runtime_->allocate_pinned(pages * page_bytes);
+  return pages;
+}
+
+std::vector<CopyDescriptor> KvPool::page_copies(std::span<const PageId> pages, bool to_device) const {
+  std::vector<CopyDescriptor> copies;
+  copies.reserve(pages.size() * layout_.chunks_per_page());
+  for (std::size_t slot = 0; slot < pages.size(); ++slot) {
+    for (std::uint32_t chunk = 0; chunk < layout_.chunks_per_page(); ++chunk) {
+      std::byte* staged = staging_.bytes_data() + slot * layout_.page_bytes() + chunk * layout_.chunk_bytes();
+      std::byte* device = slab() + layout_.chunk_offset(pages[slot].value(), chunk);
+      copies.push_back(to_device ? CopyDescriptor{staged, device, layout_.chunk_bytes()}
+                                 : CopyDescriptor{device, staged, layout_.chunk_bytes()});
+    }
+  }
+  return copies;
+}
+
+void KvPool::fill_pattern(std::span<const PageId> pages, std::span<const std::uint64_t> identities) {
+  check_pages(pages, identities);
+  if (pages.empty()) return;
+  const std::size_t batch = staging_pages();
+  const std::size_t page_bytes = layout_.page_bytes();
+  for (std::size_t first = 0; first < pages.size(); first += batch) {
+    const std::size_t count = std::min(batch, pages.size() - first);
+    for (std::size_t slot = 0; slot < count; ++slot) {
+      fill_page_pattern(identities[first + slot], 0,
+                        std::span<std::byte>(staging_.bytes_data() + slot * page_bytes, page_bytes));
+    }
+    const auto copies = page_copies(pages.subspan(first, count), /*to_device=*/true);
+    stream_.copy_async(copies);
+    stream_.synchronize();  // the staging buffer is reused by the next batch
+  }
+}
+
+std::vector<PageId> KvPool::find_pattern_mismatches(std::span<const PageId> pages,
+                                                    std::span<const std::uint64_t> identities) {
+  check_pages(pages, identities);
+  std::vector<PageId> mismatches;
+  if (pages.empty()) return mismatches;
+  const std::size_t batch = staging_pages();
+  const std::size_t page_bytes = layout_.page_bytes();
+  for (std::size_t first = 0; first < pages.size(); first += batch) {
+    const std::size_t count = std::min(batch, pages.size() - first);
+    const auto copies = page_copies(pages.subspan(first, count), /*to_device=*/false);
+    stream_.copy_async(copies);
+    stream_.synchronize();
+    for (std::size_t slot = 0; slot < count; ++slot) {
+      const std::span<const std::byte> bytes(staging_.bytes_data() + slot * page_bytes, page_bytes);
+      if (!matches_page_pattern(identities[first + slot], 0, bytes)) mismatches.push_back(pages[first + slot]);
+    }
+  }
+  return mismatches;
+}
+
+}  // namespace kvtier::memory

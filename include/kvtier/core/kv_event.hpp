@@ -1,0 +1,47 @@
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <variant>
+#include <vector>
+
+#include "kvtier/core/block_hash.hpp"
+
+namespace kvtier {
+
+/// Router storage tier of an event: G1 device memory or G2 pinned host memory.
+enum class StorageTier : std::uint8_t { Device, HostPinned };
+
+struct StoredBlock {
+  SequenceHash hash;
+  LocalBlockHash local;  // 0 when unknown
+  friend bool operator==(const StoredBlock&, const StoredBlock&) = default;
+};
+
+/// A run of consecutive blocks became visible. Block k's parent is block k-1;
+/// block 0's parent is `parent` (nullopt for a root run).
+struct KvStored {
+  std::optional<SequenceHash> parent;
+  std::vector<StoredBlock> blocks;
+  /// Per-block token ids, only when token-id emission is on.
+  std::optional<std::vector<std::vector<TokenId>>> token_ids;
+  friend bool operator==(const KvStored&, const KvStored&) = default;
+};
+
+/// The last copy of each listed block left the tier (in eviction order).
+struct KvRemoved {
+  std::vector<SequenceHash> hashes;
+  friend bool operator==(const KvRemoved&, const KvRemoved&) = default;
+};
+
+/// Dynamo's `KvCacheEvent` with its tier.
+struct KvEvent {
+  std::uint64_t id = 0;
+  std::uint32_t dp_rank = 0;
+  StorageTier tier = StorageTier::Device;
+  std::variant<KvStored, KvRemoved> data;
+  friend bool operator==(const KvEvent&, const KvEvent&) = default;
+};
+
+const char* tier_name(StorageTier tier) noexcept;
+
+}  // namespace kvtier

@@ -1,0 +1,12 @@
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include "kvtier/core/kv_event.hpp"
+
+namespace kvtier {
+
+/// The event's JSON form of spec/script-format.md ("stored"/"removed",
+/// "device"/"host_pinned", `token_ids` only when present).
+nlohmann::json to_json(const KvEvent& event);
+
+}  // namespace kvtier

@@ -1,0 +1,50 @@
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "kvtier/core/kv_layout.hpp"
+#include "kvtier/core/strong_id.hpp"
+#include "kvtier/memory/runtime.hpp"
+
+namespace kvtier::memory {
+
+/// One G1 slab on a Runtime, carved into `layout.capacity()` pages. Pages are
+/// addressed by PageId; a page is `layout.chunks_per_page()` chunks in the slab.
+/// The pool owns a stream and a pinned staging buffer for its synchronous
+/// pattern helpers, which tests and the CLI use to prove bytes survive moves.
+class KvPool {
+ public:
+  /// Allocates the slab; throws on allocation failure (nothing is kept).
+  KvPool(Runtime& runtime, KvLayout layout);
+
+  const KvLayout& layout() const noexcept { return layout_; }
+  std::uint32_t capacity() const noexcept { return layout_.capacity(); }
+  Runtime& runtime() const noexcept { return *runtime_; }
+  /// Base of the slab (device memory on CUDA).
+  std::byte* slab() const noexcept { return slab_.bytes_data(); }
+  /// Device address of one chunk of a page; throws ContractError when out of range.
+  std::byte* chunk_address(PageId page, std::uint32_t chunk) const;
+
+  /// Writes the pattern of identities[i] into pages[i] and waits. Throws
+  /// ContractError (sizes differ, page out of range: nothing written) or the
+  /// runtime's error if a copy fails.
+  void fill_pattern(std::span<const PageId> pages, std::span<const std::uint64_t> identities);
+  /// The pages whose bytes differ from the pattern of their identity, in input order.
+  std::vector<PageId> find_pattern_mismatches(std::span<const PageId> pages,
+                                              std::span<const std::uint64_t> identities);
+
+ private:
+  void check_pages(std::span<const PageId> pages, std::span<const std::uint64_t> identities) const;
+  std::size_t staging_pages();
+  std::vector<CopyDescriptor> page_copies(std::span<const PageId> pages, bool to_device) const;
+
+  Runtime* runtime_;
+  KvLayout layout_;
+  DeviceBuffer slab_;
+  Stream stream_;
+  PinnedBuffer staging_;
+};
+
+}  // namespace kvtier::memory

@@ -1,0 +1,150 @@
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+
+namespace kvtier::memory {
+
+enum class RuntimeKind : std::uint8_t { Host, Cuda };
+const char* runtime_kind_name(RuntimeKind kind) noexcept;
+
+/// One asynchronous copy: `bytes` from `src` to `dst`. Both must stay valid
+/// until the copy has completed (an event recorded after it is complete).
+struct CopyDescriptor {
+  const void* src = nullptr;
+  void* dst = nullptr;
+  std::size_t bytes = 0;
+};
+
+enum class EventStatus : std::uint8_t { Pending, Complete, Failed };
+
+struct DeviceInfo {
+  std::string name;
+  std::size_t total_bytes = 0;
+  std::size_t free_bytes = 0;
+  int ordinal = 0;
+  int compute_capability_major = 0;
+  int compute_capability_minor = 0;
+};
+
+/// Move-only owner of one allocation; the release function runs exactly once,
+/// in the destructor, and never throws.
+template <class Tag>
+class OwnedMemory {
+ public:
+  using Release = std::function<void(void*) /*noexcept*/>;
+  OwnedMemory() = default;
+  OwnedMemory(void* data, std::size_t bytes, Release release)
+      : data_(data), bytes_(bytes), release_(std::move(release)) {}
+  OwnedMemory(OwnedMemory&& other) noexcept { swap(other); }
+  OwnedMemory& operator=(OwnedMemory&& other) noexcept {
+    OwnedMemory(std::move(other)).swap(*this);
+    return *this;
+  }
+  OwnedMemory(const OwnedMemory&) = delete;
+  OwnedMemory& operator=(const OwnedMemory&) = delete;
+  ~OwnedMemory() {
+    if (data_ && release_) release_(data_);
+  }
+
+  void* data() const noexcept { return data_; }
+  std::byte* bytes_data() const noexcept { return static_cast<std::byte*>(data_); }
+  std::size_t size() const noexcept { return bytes_; }
+  explicit operator bool() const noexcept { return data_ != nullptr; }
+
+ private:
+  void swap(OwnedMemory& other) noexcept {
+    std::swap(data_, other.data_);
+    std::swap(bytes_, other.bytes_);
+    std::swap(release_, other.release_);
+  }
+  void* data_ = nullptr;
+  std::size_t bytes_ = 0;
+  Release release_;
+};
+
+struct DeviceMemoryTag;
+struct PinnedMemoryTag;
+/// Device memory (a G1 slab). On HostRuntime it is ordinary host memory.
+using DeviceBuffer = OwnedMemory<DeviceMemoryTag>;
+/// Page-locked host memory, the source/target of fast asynchronous copies.
+using PinnedBuffer = OwnedMemory<PinnedMemoryTag>;
+
+namespace detail {
+class EventBackend {
+ public:
+  virtual ~EventBackend() = default;
+  virtual EventStatus status() const = 0;
+  virtual void synchronize() const = 0;
+};
+
+class StreamBackend {
+ public:
+  virtual ~StreamBackend() = default;
+  virtual void copy_async(std::span<const CopyDescriptor> copies) = 0;
+  virtual void fill_async(void* dst, std::uint8_t value, std::size_t bytes) = 0;
+  virtual void record(EventBackend& event) = 0;
+  virtual void wait(const EventBackend& event) = 0;
+  virtual void synchronize() = 0;
+};
+}  // namespace detail
+
+/// A completion marker. Recording it on a stream makes it pending until all
+/// work enqueued on that stream before the record has run. An event never
+/// recorded is Complete. If any of that work failed the event is Failed.
+class Event {
+ public:
+  explicit Event(std::unique_ptr<detail::EventBackend> backend) : backend_(std::move(backend)) {}
+  EventStatus status() const { return backend_->status(); }
+  bool ready() const { return status() != EventStatus::Pending; }
+  /// Blocks until complete; throws TransferError / CudaError if the work failed.
+  void synchronize() const { backend_->synchronize(); }
+  detail::EventBackend& backend() const noexcept { return *backend_; }
+
+ private:
+  std::unique_ptr<detail::EventBackend> backend_;
+};
+
+/// An in-order queue of asynchronous work. Work on different streams runs
+/// concurrently unless ordered with events. Enqueue calls validate their
+/// arguments and throw before enqueuing anything; failures while the work runs
+/// surface through events recorded later and through synchronize().
+class Stream {
+ public:
+  explicit Stream(std::unique_ptr<detail::StreamBackend> backend) : backend_(std::move(backend)) {}
+
+  /// One batched operation: the descriptors may run in any order relative to
+  /// each other (they must not overlap), but all after earlier work.
+  void copy_async(std::span<const CopyDescriptor> copies) { backend_->copy_async(copies); }
+  void copy_async(const CopyDescriptor& copy) { backend_->copy_async(std::span<const CopyDescriptor>(&copy, 1)); }
+  void fill_async(void* dst, std::uint8_t value, std::size_t bytes) { backend_->fill_async(dst, value, bytes); }
+  void record(Event& event) { backend_->record(event.backend()); }
+  /// Later work on this stream waits for the event's most recent record.
+  void wait(const Event& event) { backend_->wait(event.backend()); }
+  /// Blocks until all enqueued work ran; throws if any of it failed since the
+  /// last synchronize.
+  void synchronize() { backend_->synchronize(); }
+
+ private:
+  std::unique_ptr<detail::StreamBackend> backend_;
+};
+
+/// The device behind one small interface (DESIGN.md rule 2): memory, streams,
+/// events and asynchronous copies. Implementations: HostRuntime, CudaRuntime.
+/// Objects it creates must not outlive it.
+class Runtime {
+ public:
+  virtual ~Runtime() = default;
+  virtual RuntimeKind kind() const noexcept = 0;
+  virtual DeviceInfo device_info() const = 0;
+  /// Throws AllocationError (host) or CudaError (CUDA); never returns null for bytes > 0.
+  virtual DeviceBuffer allocate_device(std::size_t bytes) = 0;
+  virtual PinnedBuffer allocate_pinned(std::size_t bytes) = 0;
+  virtual Stream create_stream() = 0;
+  virtual Event create_event() = 0;
+};
+
+}  // namespace kvtier::memory
