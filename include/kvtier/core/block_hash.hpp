@@ -2,12 +2,15 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <vector>
 
 #include "kvtier/core/strong_id.hpp"
 
 namespace kvtier {
 
 using TokenId = std::uint32_t;
+/// Token ids of consecutive full blocks, one list per block.
+using BlockTokenIds = std::vector<std::vector<TokenId>>;
 
 /// XXH3-64 seed Dynamo uses for every KV block hash.
 inline constexpr std::uint64_t kKvBlockHashSeed = 1337;

@@ -23,7 +23,7 @@ struct KvStored {
   std::optional<SequenceHash> parent;
   std::vector<StoredBlock> blocks;
   /// Per-block token ids, only when token-id emission is on.
-  std::optional<std::vector<std::vector<TokenId>>> token_ids;
+  std::optional<BlockTokenIds> token_ids;
   friend bool operator==(const KvStored&, const KvStored&) = default;
 };
 

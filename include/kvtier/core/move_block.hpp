@@ -10,8 +10,6 @@
 
 namespace kvtier {
 
-using BlockTokenIds = std::vector<std::vector<TokenId>>;
-
 /// "This request now needs these blocks." `blocks` is a contiguous slice of the
 /// request; `local_hashes`, `plhs` and `token_ids` are aligned with its full
 /// blocks; `parent` is the request block just before the slice.

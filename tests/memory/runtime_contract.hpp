@@ -1,0 +1,232 @@
+#pragma once
+// One contract for every Runtime (DESIGN.md rule 3): written once, instantiated
+// per runtime. A traits type provides `static std::unique_ptr<Runtime> make()`
+// and `static const char* unavailable()` (nullptr when the runtime can run here).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "kvtier/core/errors.hpp"
+#include "kvtier/core/page_pattern.hpp"
+#include "kvtier/memory/kv_pool.hpp"
+#include "kvtier/memory/runtime.hpp"
+
+namespace kvtier::memory::testing {
+
+inline void fill_bytes(PinnedBuffer& buffer, std::uint64_t identity) {
+  fill_page_pattern(identity, 0, std::span<std::byte>(buffer.bytes_data(), buffer.size()));
+}
+inline bool holds_pattern(const PinnedBuffer& buffer, std::uint64_t identity) {
+  return matches_page_pattern(identity, 0, std::span<const std::byte>(buffer.bytes_data(), buffer.size()));
+}
+
+template <class Traits>
+class RuntimeContract : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (const char* reason = Traits::unavailable()) GTEST_SKIP() << reason;
+    runtime_ = Traits::make();
+  }
+  Runtime& runtime() { return *runtime_; }
+  std::unique_ptr<Runtime> runtime_;
+};
+
+TYPED_TEST_SUITE_P(RuntimeContract);
+
+TYPED_TEST_P(RuntimeContract, AllocatesDistinctBuffersOfTheRequestedSize) {
+  DeviceBuffer a = this->runtime().allocate_device(4096);
+  DeviceBuffer b = this->runtime().allocate_device(4096);
+  PinnedBuffer p = this->runtime().allocate_pinned(100);
+  ASSERT_TRUE(a && b && p);
+  EXPECT_NE(a.data(), b.data());
+  EXPECT_EQ(a.size(), 4096U);
+  EXPECT_EQ(p.size(), 100U);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(a.data()) % 256, 0U);
+  DeviceBuffer moved = std::move(a);
+  EXPECT_FALSE(a);  // NOLINT(bugprone-use-after-move): the moved-from owner is empty
+  EXPECT_TRUE(moved);
+}
+
+TYPED_TEST_P(RuntimeContract, WorkOnOneStreamRunsInOrder) {
+  constexpr std::size_t kBytes = 8 << 20;
+  PinnedBuffer first = this->runtime().allocate_pinned(kBytes);
+  PinnedBuffer second = this->runtime().allocate_pinned(kBytes);
+  PinnedBuffer out_first = this->runtime().allocate_pinned(kBytes);
+  PinnedBuffer out_second = this->runtime().allocate_pinned(kBytes);
+  DeviceBuffer device = this->runtime().allocate_device(kBytes);
+  fill_bytes(first, 1);
+  fill_bytes(second, 2);
+  Stream stream = this->runtime().create_stream();
+  stream.copy_async({first.data(), device.data(), kBytes});
+  stream.copy_async({device.data(), out_first.data(), kBytes});
+  stream.copy_async({second.data(), device.data(), kBytes});
+  stream.copy_async({device.data(), out_second.data(), kBytes});
+  stream.synchronize();
+  EXPECT_TRUE(holds_pattern(out_first, 1));
+  EXPECT_TRUE(holds_pattern(out_second, 2));
+}
+
+TYPED_TEST_P(RuntimeContract, CrossStreamWaitOrdersWorkAfterTheRecordedEvent) {
+  constexpr std::size_t kBytes = 32 << 20;
+  PinnedBuffer source = this->runtime().allocate_pinned(kBytes);
+  PinnedBuffer target = this->runtime().allocate_pinned(kBytes);
+  DeviceBuffer device = this->runtime().allocate_device(kBytes);
+  fill_bytes(source, 11);
+  Stream producer = this->runtime().create_stream();
+  Stream consumer = this->runtime().create_stream();
+  Event written = this->runtime().create_event();
+  for (int round = 0; round < 3; ++round) {
+    producer.fill_async(device.data(), 0, kBytes);
+    producer.copy_async({source.data(), device.data(), kBytes});
+    producer.record(written);
+    consumer.wait(written);
+    consumer.copy_async({device.data(), target.data(), kBytes});
+    consumer.synchronize();
+    ASSERT_TRUE(holds_pattern(target, 11)) << "round " << round;
+    std::memset(target.data(), 0, kBytes);
+  }
+  producer.synchronize();
+}
+
+TYPED_TEST_P(RuntimeContract, BatchedCopiesScatterAndGatherPages) {
+  constexpr std::size_t kPage = 4096;
+  constexpr std::size_t kPages = 64;
+  PinnedBuffer staging = this->runtime().allocate_pinned(kPage * kPages);
+  PinnedBuffer back = this->runtime().allocate_pinned(kPage * kPages);
+  DeviceBuffer slab = this->runtime().allocate_device(kPage * kPages);
+  for (std::size_t i = 0; i < kPages; ++i) {
+    fill_page_pattern(100 + i, 0, std::span<std::byte>(staging.bytes_data() + i * kPage, kPage));
+  }
+  // Staged page i goes to device page (i * 37) % 64, a permutation.
+  std::vector<CopyDescriptor> scatter;
+  std::vector<CopyDescriptor> gather;
+  for (std::size_t i = 0; i < kPages; ++i) {
+    const std::size_t device_page = (i * 37) % kPages;
+    scatter.push_back({staging.bytes_data() + i * kPage, slab.bytes_data() + device_page * kPage, kPage});
+    gather.push_back({slab.bytes_data() + device_page * kPage, back.bytes_data() + (kPages - 1 - i) * kPage, kPage});
+  }
+  Stream stream = this->runtime().create_stream();
+  stream.copy_async(scatter);
+  stream.copy_async(gather);
+  stream.synchronize();
+  for (std::size_t i = 0; i < kPages; ++i) {
+    EXPECT_TRUE(matches_page_pattern(
+        100 + i, 0, std::span<const std::byte>(back.bytes_data() + (kPages - 1 - i) * kPage, kPage)))
+        << "page " << i;
+  }
+}
+
+TYPED_TEST_P(RuntimeContract, EventsCompleteAfterTheWorkBeforeThem) {
+  Event never_recorded = this->runtime().create_event();
+  EXPECT_EQ(never_recorded.status(), EventStatus::Complete);
+  EXPECT_NO_THROW(never_recorded.synchronize());
+
+  constexpr std::size_t kBytes = 16 << 20;
+  PinnedBuffer source = this->runtime().allocate_pinned(kBytes);
+  PinnedBuffer target = this->runtime().allocate_pinned(kBytes);
+  fill_bytes(source, 5);
+  Stream stream = this->runtime().create_stream();
+  Event done = this->runtime().create_event();
+  stream.copy_async({source.data(), target.data(), kBytes});
+  stream.record(done);
+  done.synchronize();
+  EXPECT_EQ(done.status(), EventStatus::Complete);
+  EXPECT_TRUE(done.ready());
+  EXPECT_TRUE(holds_pattern(target, 5));  // the event covers the copy
+  stream.synchronize();
+}
+
+TYPED_TEST_P(RuntimeContract, FillWritesTheByteValue) {
+  PinnedBuffer out = this->runtime().allocate_pinned(1000);
+  DeviceBuffer device = this->runtime().allocate_device(1000);
+  Stream stream = this->runtime().create_stream();
+  stream.fill_async(device.data(), 0xAB, 1000);
+  stream.copy_async({device.data(), out.data(), 1000});
+  stream.synchronize();
+  EXPECT_TRUE(std::all_of(out.bytes_data(), out.bytes_data() + 1000, [](std::byte b) { return b == std::byte{0xAB}; }));
+}
+
+TYPED_TEST_P(RuntimeContract, InvalidCopyIsRejectedBeforeAnythingRuns) {
+  PinnedBuffer source = this->runtime().allocate_pinned(64);
+  PinnedBuffer target = this->runtime().allocate_pinned(64);
+  fill_bytes(source, 3);
+  Stream stream = this->runtime().create_stream();
+  const std::vector<CopyDescriptor> batch{{source.data(), target.data(), 64}, {nullptr, target.data(), 8}};
+  EXPECT_THROW(stream.copy_async(batch), ContractError);
+  stream.synchronize();
+  EXPECT_FALSE(holds_pattern(target, 3));  // the valid half did not run either
+  stream.copy_async(batch[0]);            // and the stream is still usable
+  stream.synchronize();
+  EXPECT_TRUE(holds_pattern(target, 3));
+}
+
+TYPED_TEST_P(RuntimeContract, ImpossibleAllocationThrowsATypedError) {
+  const std::size_t impossible = std::size_t{1} << 60;
+  EXPECT_THROW((void)this->runtime().allocate_device(impossible), kvtier::Error);
+  EXPECT_THROW((void)this->runtime().allocate_pinned(impossible), kvtier::Error);
+  EXPECT_TRUE(this->runtime().allocate_device(64));  // nothing was poisoned
+}
+
+TYPED_TEST_P(RuntimeContract, KvPoolFillAndVerifyBothLayouts) {
+  const KvGeometry geometry{.layers = 4, .kv_heads = 2, .head_dim = 64, .dtype = KvDtype::Bf16, .tokens_per_block = 16};
+  for (PageLayout kind : {PageLayout::PageMajor, PageLayout::LayerMajor}) {
+    KvPool pool(this->runtime(), KvLayout(geometry, kind, 32));
+    const std::vector<PageId> pages{PageId(3), PageId(0), PageId(31), PageId(17)};
+    const std::vector<std::uint64_t> identities{7, 8, 9, 10};
+    pool.fill_pattern(pages, identities);
+    EXPECT_TRUE(pool.find_pattern_mismatches(pages, identities).empty()) << page_layout_name(kind);
+    // Wrong identity, and a page never written, are both mismatches.
+    const std::vector<PageId> probe{PageId(3), PageId(5), PageId(17)};
+    const std::vector<std::uint64_t> expected{7, 1, 11};
+    EXPECT_EQ(pool.find_pattern_mismatches(probe, expected), (std::vector<PageId>{PageId(5), PageId(17)}));
+    // Overwriting one page leaves its neighbours intact.
+    const std::vector<PageId> one{PageId(0)};
+    const std::vector<std::uint64_t> other{99};
+    pool.fill_pattern(one, other);
+    EXPECT_TRUE(pool.find_pattern_mismatches(std::vector<PageId>{PageId(0), PageId(3), PageId(31)},
+                                             std::vector<std::uint64_t>{99, 7, 9})
+                    .empty());
+  }
+}
+
+TYPED_TEST_P(RuntimeContract, KvPoolPatternSpansSeveralStagingBatches) {
+  // 2 MiB pages: the 16 MiB staging buffer holds 8, so 20 pages take 3 batches.
+  const KvGeometry geometry{.layers = 8, .kv_heads = 8, .head_dim = 128, .dtype = KvDtype::Bf16, .tokens_per_block = 64};
+  KvPool pool(this->runtime(), KvLayout(geometry, PageLayout::LayerMajor, 20));
+  ASSERT_EQ(pool.layout().page_bytes(), 2U << 20);
+  std::vector<PageId> pages;
+  std::vector<std::uint64_t> identities;
+  for (std::uint32_t i = 0; i < 20; ++i) {
+    pages.emplace_back(19 - i);
+    identities.push_back(1000 + i);
+  }
+  pool.fill_pattern(pages, identities);
+  EXPECT_TRUE(pool.find_pattern_mismatches(pages, identities).empty());
+}
+
+TYPED_TEST_P(RuntimeContract, KvPoolRejectsBadArgumentsWithoutWriting) {
+  const KvGeometry geometry{.layers = 2, .kv_heads = 1, .head_dim = 8, .dtype = KvDtype::Fp32, .tokens_per_block = 4};
+  KvPool pool(this->runtime(), KvLayout(geometry, PageLayout::PageMajor, 4));
+  EXPECT_THROW(pool.chunk_address(PageId(4), 0), ContractError);
+  EXPECT_THROW(pool.chunk_address(PageId(0), 1), ContractError);
+  EXPECT_EQ(pool.chunk_address(PageId(2), 0), pool.slab() + 2 * pool.layout().page_bytes());
+  const std::vector<PageId> pages{PageId(0), PageId(9)};
+  const std::vector<std::uint64_t> identities{1, 2};
+  EXPECT_THROW(pool.fill_pattern(pages, identities), ContractError);
+  EXPECT_THROW(pool.fill_pattern(std::vector<PageId>{PageId(0)}, identities), ContractError);
+  EXPECT_EQ(pool.find_pattern_mismatches(std::vector<PageId>{PageId(0)}, std::vector<std::uint64_t>{1}),
+            std::vector<PageId>{PageId(0)});  // page 0 was not written
+  EXPECT_THROW(KvPool(this->runtime(), KvLayout(geometry, PageLayout::PageMajor, 0)), ConfigError);
+}
+
+REGISTER_TYPED_TEST_SUITE_P(RuntimeContract, AllocatesDistinctBuffersOfTheRequestedSize, WorkOnOneStreamRunsInOrder,
+                            CrossStreamWaitOrdersWorkAfterTheRecordedEvent, BatchedCopiesScatterAndGatherPages,
+                            EventsCompleteAfterTheWorkBeforeThem, FillWritesTheByteValue,
+                            InvalidCopyIsRejectedBeforeAnythingRuns, ImpossibleAllocationThrowsATypedError,
+                            KvPoolFillAndVerifyBothLayouts, KvPoolPatternSpansSeveralStagingBatches,
+                            KvPoolRejectsBadArgumentsWithoutWriting);
+
+}  // namespace kvtier::memory::testing
