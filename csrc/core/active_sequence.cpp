@@ -9,10 +9,16 @@ namespace {
 
 std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
 
+// Seeds each sequence's engine without touching /dev/urandom per request.
+std::uint64_t next_sequence_seed() {
+  thread_local std::mt19937_64 seeds{std::random_device{}()};
+  return seeds();
+}
+
 }  // namespace
 
 ActiveSequence::ActiveSequence(std::vector<TokenId> prompt, ActiveSequenceConfig config)
-    : config_(std::move(config)), tokens_(std::move(prompt)), rng_(std::random_device{}()) {
+    : config_(std::move(config)), tokens_(std::move(prompt)), rng_(next_sequence_seed()) {
   if (config_.block_size < 2) {
     throw ContractError("block_size must be at least 2, got " + std::to_string(config_.block_size));
   }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <string>
 
 #include "kvtier/core/errors.hpp"
 
@@ -24,8 +25,8 @@ ActiveSequenceConfig config(std::size_t block_size, std::size_t max_output = 0, 
                               .planned_output = {}};
 }
 
-std::vector<const char*> kinds(const std::vector<MoveBlock>& signals) {
-  std::vector<const char*> out;
+std::vector<std::string> kinds(const std::vector<MoveBlock>& signals) {
+  std::vector<std::string> out;
   for (const auto& s : signals) out.push_back(signal_name(s));
   return out;
 }
@@ -42,7 +43,7 @@ TEST(ActiveSequence, P21aDecodeSignals) {
   EXPECT_TRUE(seq.generate().empty());  // length 15
   EXPECT_TRUE(seq.generate().empty());  // length 16: full, promoted lazily
   const auto third = seq.generate();    // length 17
-  ASSERT_EQ(kinds(third), (std::vector<const char*>{"promote", "use"}));
+  ASSERT_EQ(kinds(third), (std::vector<std::string>{"promote", "use"}));
   const auto& promote = std::get<PromoteSignal>(third[0]);
   EXPECT_EQ(promote.uuid, first_partial);
   EXPECT_FALSE(promote.parent.has_value());
@@ -55,7 +56,7 @@ TEST(ActiveSequence, P21aDecodeSignals) {
 
   EXPECT_TRUE(seq.generate().empty());  // #4
   const auto last = seq.generate();     // #5: final
-  ASSERT_EQ(kinds(last), (std::vector<const char*>{"deref"}));
+  ASSERT_EQ(kinds(last), (std::vector<std::string>{"deref"}));
   const auto& deref = std::get<DerefSignal>(last[0]);
   ASSERT_EQ(deref.blocks.size(), 2U);
   EXPECT_TRUE(deref.blocks[0].is_partial());
@@ -171,7 +172,7 @@ TEST(ActiveSequence, PromoteComputedTailPromotesEagerlyOnlyWhenExactlyFull) {
   EXPECT_TRUE(seq.blocks()[1].is_full());
   EXPECT_FALSE(seq.promote_computed_tail(8).has_value());
   // The next token only opens a new partial: the tail was promoted already.
-  EXPECT_EQ(kinds(seq.push(8)), (std::vector<const char*>{"use"}));
+  EXPECT_EQ(kinds(seq.push(8)), (std::vector<std::string>{"use"}));
 }
 
 TEST(ActiveSequence, PromoteCarriesTokenIdsWhenEmitting) {
@@ -186,7 +187,7 @@ TEST(ActiveSequence, PromoteCarriesTokenIdsWhenEmitting) {
 TEST(ActiveSequence, AlignedPromptOpensNewPartialWithoutPromote) {
   ActiveSequence seq(token_range(0, 8), config(4, 3));
   EXPECT_EQ(seq.blocks().size(), 2U);
-  EXPECT_EQ(kinds(seq.push(8)), (std::vector<const char*>{"use"}));
+  EXPECT_EQ(kinds(seq.push(8)), (std::vector<std::string>{"use"}));
   EXPECT_EQ(seq.blocks().size(), 3U);
 }
 

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the Debian packages kvtier builds with, when any is missing.
+# Run as root (or with sudo available). The CUDA toolkit is optional and is
+# not installed here: without it the CUDA targets are simply off.
+set -euo pipefail
+
+packages=(cmake ninja-build g++ pkg-config libxxhash-dev nlohmann-json3-dev libcli11-dev
+          libgtest-dev libbenchmark-dev)
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+echo "kvtier: installing ${missing[*]}" >&2
+sudo=""
+if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
