@@ -1,0 +1,122 @@
+#include "kvtier/g1/g1_manager.hpp"
+
+#include <atomic>
+#include <string>
+
+#include "kvtier/core/errors.hpp"
+#include "kvtier/g1/native_backend.hpp"
+
+namespace kvtier::g1 {
+namespace {
+
+std::uint64_t next_manager_id() {
+  static std::atomic<std::uint64_t> next{1};
+  return next.fetch_add(1);
+}
+
+std::unique_ptr<BlockManager> make_backend(const G1ManagerConfig& config, KvEventPublisher& publisher) {
+  if (config.capacity == 0) throw ConfigError("G1 capacity must be at least one block");
+  if (config.block_size < 2) throw ConfigError("block_size must be at least 2, got " + std::to_string(config.block_size));
+  if (config.backend == G1Backend::Kvbm) throw ConfigError("the KVBM G1 backend is not available yet");
+  return std::make_unique<NativeBackend>(config.capacity, config.block_size, config.enable_prefix_caching, publisher);
+}
+
+}  // namespace
+
+const char* backend_name(G1Backend backend) noexcept { return backend == G1Backend::Native ? "native" : "kvbm"; }
+
+G1Manager::G1Manager(G1ManagerConfig config, std::vector<std::shared_ptr<KvEventSink>> sinks)
+    : config_(config), id_(next_manager_id()), publisher_(config.dp_rank), backend_(make_backend(config_, publisher_)) {
+  for (auto& sink : sinks) publisher_.attach(std::move(sink));
+}
+
+G1Manager::~G1Manager() = default;
+
+G1Acquire G1Manager::process_for_request(OwnerId owner, const MoveBlock& signal, std::size_t reusable_prefix_blocks) {
+  if (const auto* use = std::get_if<UseSignal>(&signal); use && use->plhs.size() != use->full_block_count()) {
+    throw ContractError("PLHs must align with full blocks");
+  }
+  return backend_->process(owner, signal, reusable_prefix_blocks);
+}
+
+void G1Manager::finalize_computed_prefix(OwnerId owner, std::size_t before, std::size_t after,
+                                         ActiveSequence* sequence) {
+  if (config_.backend != G1Backend::Native) return;
+  // #12222: earlier blocks first; the scan stops at the still-partial tail,
+  // whose Promote then names the just-published block as its parent.
+  backend_->finalize_computed_prefix(owner, before, after);
+  if (sequence == nullptr) return;
+  if (auto promote = sequence->promote_computed_tail(after)) backend_->process(owner, *promote, 0);
+}
+
+PrefillCost G1Manager::get_prefill_cost(const ActiveSequence& sequence) const { return backend_->prefill_cost(sequence); }
+
+void G1Manager::check_handle(std::uint64_t manager, G1Backend backend, const char* what) const {
+  if (backend != config_.backend) {
+    throw ContractError(std::string(what) + " belongs to a different G1 backend (" + backend_name(backend) +
+                        ", this manager is " + backend_name(config_.backend) + ")");
+  }
+  if (manager != id_) throw ContractError(std::string(what) + " belongs to a different G1 manager");
+}
+
+std::optional<DecodeReservation> G1Manager::reserve_decode_blocks(std::size_t blocks) {
+  const auto id = backend_->reserve_decode_blocks(blocks);
+  if (!id) return std::nullopt;
+  return DecodeReservation{.manager = id_, .id = *id, .backend = config_.backend, .blocks = blocks};
+}
+
+G1Acquire G1Manager::process_decode_signal_for_request(OwnerId owner, const MoveBlock& signal,
+                                                       const DecodeReservation& reservation) {
+  check_handle(reservation.manager, reservation.backend, "decode reservation");
+  if (const auto* use = std::get_if<UseSignal>(&signal); use && use->plhs.size() != use->full_block_count()) {
+    throw ContractError("PLHs must align with full blocks");
+  }
+  return backend_->process_decode(owner, signal, reservation.id);
+}
+
+void G1Manager::release_decode_reservation(DecodeReservation&& reservation) {
+  check_handle(reservation.manager, reservation.backend, "decode reservation");
+  backend_->release_decode(reservation.id);
+}
+
+std::optional<DestinationReservation> G1Manager::reserve_destination_at(OwnerId owner, const ActiveSequence& sequence,
+                                                                        double eviction_now_ms) {
+  const auto grant = backend_->reserve_destination(owner, sequence, eviction_now_ms);
+  if (!grant) return std::nullopt;
+  return DestinationReservation{.manager = id_,
+                                .id = grant->id,
+                                .backend = config_.backend,
+                                .owner = owner,
+                                .transferable_prompt_tokens = grant->transferable_prompt_tokens};
+}
+
+void G1Manager::activate_destination(DestinationReservation&& reservation) {
+  check_handle(reservation.manager, reservation.backend, "destination reservation");
+  backend_->activate_destination(reservation.id);
+}
+
+void G1Manager::cancel_destination(DestinationReservation&& reservation) {
+  check_handle(reservation.manager, reservation.backend, "destination reservation");
+  backend_->cancel_destination(reservation.id);
+}
+
+void G1Manager::attach_offload_engine(std::shared_ptr<offload::OffloadEngine> /*engine*/) {
+  throw ContractError("the native G1 backend cannot attach an offload engine");
+}
+
+std::optional<G1PrefixPins> G1Manager::try_pin_g1_prefix(std::span<const PositionalLineageHash> /*plhs*/) {
+  return std::nullopt;
+}
+
+SwapInStart G1Manager::try_batch_swap_in(std::span<const PositionalLineageHash> /*plhs*/,
+                                         std::optional<G1PrefixPins> /*prefix_pins*/, double /*now_ms*/) {
+  return SwapInStart{};
+}
+
+bool G1Manager::cancel_swap_in(std::uint64_t /*swap_in_id*/) { return false; }
+
+void G1Manager::register_completed_swap_in(std::uint64_t /*swap_in_id*/) {
+  throw ContractError("the native G1 backend cannot register a swap-in");
+}
+
+}  // namespace kvtier::g1

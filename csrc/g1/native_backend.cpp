@@ -1,0 +1,395 @@
+#include "kvtier/g1/native_backend.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "kvtier/core/errors.hpp"
+
+namespace kvtier::g1 {
+namespace {
+
+template <class... Fs>
+struct Overloaded : Fs... {
+  using Fs::operator()...;
+};
+
+std::string owner_text(OwnerId owner) { return std::to_string(owner.value()); }
+
+}  // namespace
+
+NativeBackend::NativeBackend(std::uint32_t capacity, std::uint32_t block_size, bool enable_prefix_caching,
+                             KvEventPublisher& publisher)
+    : block_size_(block_size), caching_(enable_prefix_caching), publisher_(publisher), pool_(capacity) {}
+
+G1Acquire NativeBackend::process(OwnerId owner, const MoveBlock& signal, std::size_t reusable_prefix_blocks) {
+  return std::visit(Overloaded{
+                        [&](const UseSignal& s) { return use(owner, s, reusable_prefix_blocks, nullptr); },
+                        [&](const DerefSignal& s) {
+                          deref(owner, s);
+                          return G1Acquire::ready(s.blocks.size());
+                        },
+                        [&](const PromoteSignal& s) {
+                          promote(owner, s);
+                          return G1Acquire::ready(1);
+                        },
+                    },
+                    signal);
+}
+
+const NativeBackend::OwnerTable& NativeBackend::table(OwnerId owner) const {
+  const auto it = tables_.find(owner);
+  if (it == tables_.end()) throw ContractError("unknown owner " + owner_text(owner));
+  return it->second;
+}
+
+void NativeBackend::validate_use(OwnerId owner, const UseSignal& signal, std::size_t reusable) const {
+  const std::size_t full = signal.full_block_count();
+  if (!signal.local_hashes.empty() && signal.local_hashes.size() != full) {
+    throw ContractError("local hashes must be empty or align with full blocks");
+  }
+  if (signal.token_ids && signal.token_ids->size() != full) throw ContractError("token ids must align with full blocks");
+  if (signal.parent && signal.parent->is_partial()) throw ContractError("the parent of a Use must be a full block");
+  for (std::size_t i = 0; i < signal.blocks.size(); ++i) {
+    const UniqueBlock& block = signal.blocks[i];
+    if (block.is_full()) continue;
+    if (i + 1 != signal.blocks.size()) throw ContractError("only the last block of a Use may be partial");
+    if (live_partials_.contains(block.uuid())) {
+      throw ContractError("partial block " + block.uuid().to_string() + " is already allocated");
+    }
+  }
+  if (reusable == 0) return;
+  if (!caching_) throw ContractError("prefix reuse requires prefix caching");
+  if (tables_.contains(owner)) throw ContractError("only a request's first allocation may reuse a prefix");
+  if (reusable > signal.blocks.size()) throw ContractError("reusable prefix exceeds the newly allocated block range");
+  for (std::size_t i = 0; i < reusable; ++i) {
+    if (signal.blocks[i].is_partial()) throw ContractError("a reused prefix block must be full");
+  }
+}
+
+G1Acquire NativeBackend::use(OwnerId owner, const UseSignal& signal, std::size_t reusable, NativeReservation* decode) {
+  validate_use(owner, signal, reusable);
+  const auto fresh = static_cast<std::uint32_t>(signal.blocks.size() - reusable);
+  if (decode != nullptr) {
+    if (reusable != 0) throw ContractError("a decode allocation cannot reuse a prefix");
+    if (fresh > decode->fresh) throw ContractError("reserved decode allocation must be infallible");
+    commit_use(owner, signal, *decode);
+    return G1Acquire::ready(signal.blocks.size());
+  }
+  std::vector<SequenceHash> prefix;
+  prefix.reserve(reusable);
+  for (std::size_t i = 0; i < reusable; ++i) prefix.push_back(signal.blocks[i].hash());
+  auto outcome = pool_.reserve(prefix, fresh);
+  if (!outcome) return G1Acquire::capacity_exhausted();
+  publish_removed(std::move(outcome->removed));
+  commit_use(owner, signal, outcome->reservation);
+  return G1Acquire::ready(signal.blocks.size());
+}
+
+void NativeBackend::commit_use(OwnerId owner, const UseSignal& signal, NativeReservation& reservation) {
+  OwnerTable& owned = tables_[owner];
+  const std::size_t reused = reservation.prefix.size();
+  for (const PrefixPin& pin : pool_.activate_prefix(reservation)) {
+    owned.pages.push_back(pin.page);
+    owned.blocks.push_back(UniqueBlock::full(pin.hash));
+    owned.meta.push_back(BlockMeta{});
+  }
+  std::optional<SequenceHash> cursor;
+  if (signal.parent) cursor = signal.parent->hash();
+  std::size_t full_index = 0;
+  for (std::size_t i = 0; i < signal.blocks.size(); ++i) {
+    const UniqueBlock& block = signal.blocks[i];
+    if (i < reused) {
+      cursor = block.hash();
+      ++full_index;
+      continue;
+    }
+    const PageId page = pool_.allocate_private(reservation);
+    BlockMeta meta;
+    if (block.is_full()) {
+      meta.pending_store = caching_;
+      meta.has_store_parent = cursor.has_value();
+      meta.store_parent = cursor ? cursor->value() : 0;
+      meta.has_local = !signal.local_hashes.empty();
+      meta.local = meta.has_local ? signal.local_hashes[full_index].value() : 0;
+      if (signal.token_ids && caching_) owned.token_ids.emplace(owned.blocks.size(), (*signal.token_ids)[full_index]);
+      cursor = block.hash();
+      ++full_index;
+    } else {
+      live_partials_.insert(block.uuid());
+    }
+    owned.pages.push_back(page);
+    owned.blocks.push_back(block);
+    owned.meta.push_back(meta);
+  }
+}
+
+void NativeBackend::deref(OwnerId owner, const DerefSignal& signal) {
+  const auto it = tables_.find(owner);
+  if (it == tables_.end()) throw ContractError("unknown owner " + owner_text(owner));
+  OwnerTable& owned = it->second;
+  const std::size_t n = owned.blocks.size();
+  if (signal.blocks.size() > n) throw ContractError("Deref lists more blocks than owner " + owner_text(owner) + " owns");
+  for (std::size_t i = 0; i < signal.blocks.size(); ++i) {
+    if (signal.blocks[i] != owned.blocks[n - 1 - i]) {
+      throw ContractError("Deref must list owner " + owner_text(owner) + "'s last blocks leaf first; block " +
+                          signal.blocks[i].to_string() + " is out of order");
+    }
+  }
+  for (std::size_t i = 0; i < signal.blocks.size(); ++i) {
+    const std::size_t position = owned.blocks.size() - 1;
+    pool_.release(owned.pages.back());
+    if (owned.blocks.back().is_partial()) live_partials_.erase(owned.blocks.back().uuid());
+    owned.token_ids.erase(position);
+    owned.pages.pop_back();
+    owned.blocks.pop_back();
+    owned.meta.pop_back();
+  }
+  if (owned.blocks.empty()) tables_.erase(it);
+}
+
+void NativeBackend::promote(OwnerId owner, const PromoteSignal& signal) {
+  const auto it = tables_.find(owner);
+  if (it == tables_.end() || it->second.blocks.empty() || !it->second.blocks.back().is_partial() ||
+      it->second.blocks.back().uuid() != signal.uuid) {
+    throw ContractError("partial block not found: " + signal.uuid.to_string() + " is not owner " + owner_text(owner) +
+                        "'s last block");
+  }
+  OwnerTable& owned = it->second;
+  owned.blocks.back() = UniqueBlock::full(signal.hash);
+  live_partials_.erase(signal.uuid);
+  if (!caching_) return;
+  if (!pool_.cache_private(owned.pages.back(), signal.hash)) return;
+  KvStored stored{.parent = signal.parent, .blocks = {{signal.hash, signal.local}}, .token_ids = std::nullopt};
+  if (signal.token_ids) stored.token_ids = BlockTokenIds{*signal.token_ids};
+  publisher_.publish_stored(StorageTier::Device, std::move(stored));
+}
+
+void NativeBackend::finalize_computed_prefix(OwnerId owner, std::size_t before, std::size_t after) {
+  if (before > after) throw ContractError("finalize: computed_before exceeds computed_after");
+  if (!caching_) return;
+  const auto it = tables_.find(owner);
+  if (it == tables_.end()) throw ContractError("unknown owner " + owner_text(owner));
+  OwnerTable& owned = it->second;
+  const std::size_t last = std::min(after / block_size_, owned.blocks.size());
+  std::vector<VisibleBlock> visible;
+  for (std::size_t position = before / block_size_; position < last; ++position) {
+    if (owned.blocks[position].is_partial()) break;  // the tail is promoted, not finalized
+    BlockMeta& meta = owned.meta[position];
+    if (!meta.pending_store) {
+      visible.push_back(VisibleBlock::run_gap());
+      continue;
+    }
+    meta.pending_store = false;
+    const SequenceHash hash = owned.blocks[position].hash();
+    if (!pool_.cache_private(owned.pages[position], hash)) {
+      visible.push_back(VisibleBlock::run_gap());  // a duplicate copy: the hash was visible already
+      continue;
+    }
+    const auto ids = owned.token_ids.find(position);
+    visible.push_back(VisibleBlock{
+        .gap = false,
+        .parent = meta.has_store_parent ? std::optional<SequenceHash>(SequenceHash(meta.store_parent)) : std::nullopt,
+        .block = {hash, LocalBlockHash(meta.local)},
+        .has_local = meta.has_local,
+        .token_ids = ids == owned.token_ids.end() ? nullptr : &ids->second});
+  }
+  publish_visible_runs(visible);
+}
+
+void NativeBackend::publish_removed(std::vector<SequenceHash> removed) {
+  if (!caching_) return;
+  publisher_.publish_removed(StorageTier::Device, KvRemoved{std::move(removed)});
+}
+
+void NativeBackend::publish_visible_runs(const std::vector<VisibleBlock>& visible) {
+  std::optional<KvStored> run;
+  bool run_has_local = false;
+  const auto flush = [&] {
+    if (run) publisher_.publish_stored(StorageTier::Device, std::move(*run));
+    run.reset();
+  };
+  for (const VisibleBlock& v : visible) {
+    if (v.gap) {
+      flush();
+      continue;
+    }
+    // Runs also split where the presence of local hashes or token ids changes.
+    if (run && (run_has_local != v.has_local || run->token_ids.has_value() != (v.token_ids != nullptr))) flush();
+    if (!run) {
+      run = KvStored{.parent = v.parent, .blocks = {}, .token_ids = std::nullopt};
+      run_has_local = v.has_local;
+      if (v.token_ids) run->token_ids.emplace();
+    }
+    run->blocks.push_back(v.block);
+    if (v.token_ids) run->token_ids->push_back(*v.token_ids);
+  }
+  flush();
+}
+
+PrefillCost NativeBackend::prefill_cost(const ActiveSequence& sequence) const {
+  std::size_t overlap = 0;
+  std::size_t active = 0;
+  if (caching_ && sequence.enable_prefix_caching()) {
+    for (const UniqueBlock& block : sequence.blocks()) {
+      if (block.is_partial()) break;
+      const auto hit = pool_.prefix_hit(block.hash());
+      if (!hit) break;
+      ++overlap;
+      if (hit->is_active) ++active;
+    }
+  }
+  const std::size_t length = sequence.len();
+  PrefillCost cost;
+  cost.new_blocks = sequence.blocks().size() - overlap;
+  cost.cached_tokens = std::min(overlap * block_size_, length);
+  cost.active_cached_tokens = std::min(active * block_size_, length);
+  cost.new_tokens = length - cost.cached_tokens;
+  return cost;
+}
+
+std::optional<std::uint64_t> NativeBackend::reserve_decode_blocks(std::size_t blocks) {
+  if (blocks > pool_.capacity()) return std::nullopt;
+  auto outcome = pool_.reserve_fresh(static_cast<std::uint32_t>(blocks));
+  if (!outcome) return std::nullopt;
+  publish_removed(std::move(outcome->removed));
+  const std::uint64_t id = next_reservation_id_++;
+  decode_reservations_.emplace(id, std::move(outcome->reservation));
+  return id;
+}
+
+G1Acquire NativeBackend::process_decode(OwnerId owner, const MoveBlock& signal, std::uint64_t reservation) {
+  const auto it = decode_reservations_.find(reservation);
+  if (it == decode_reservations_.end()) throw ContractError("unknown decode reservation " + std::to_string(reservation));
+  if (const auto* use_signal = std::get_if<UseSignal>(&signal)) return use(owner, *use_signal, 0, &it->second);
+  return process(owner, signal, 0);
+}
+
+void NativeBackend::release_decode(std::uint64_t reservation) {
+  const auto it = decode_reservations_.find(reservation);
+  if (it == decode_reservations_.end()) throw ContractError("unknown decode reservation " + std::to_string(reservation));
+  pool_.cancel(it->second);
+  decode_reservations_.erase(it);
+}
+
+std::optional<BlockManager::DestinationGrant> NativeBackend::reserve_destination(OwnerId owner,
+                                                                                 const ActiveSequence& sequence,
+                                                                                 double /*now_ms*/) {
+  if (tables_.contains(owner)) throw ContractError("destination owner " + owner_text(owner) + " already owns blocks");
+  if (sequence.block_size() != block_size_) throw ContractError("sequence block size differs from the manager's");
+  const std::size_t prompt_blocks = (sequence.num_input_tokens() + block_size_ - 1) / block_size_;
+  Destination destination;
+  destination.owner = owner;
+  destination.blocks.assign(sequence.blocks().begin(),
+                            sequence.blocks().begin() + static_cast<std::ptrdiff_t>(prompt_blocks));
+  std::vector<SequenceHash> candidates;
+  for (std::size_t i = 0; i < prompt_blocks; ++i) {
+    if (destination.blocks[i].is_partial()) break;
+    if (sequence.enable_prefix_caching()) destination.local_hashes.push_back(sequence.local_hash(i));
+    if (caching_ && sequence.enable_prefix_caching()) candidates.push_back(destination.blocks[i].hash());
+  }
+  if (sequence.emits_token_ids()) {
+    destination.token_ids.emplace();
+    for (std::size_t i = 0; i < destination.local_hashes.size(); ++i) {
+      const auto first = sequence.tokens().begin() + static_cast<std::ptrdiff_t>(i * block_size_);
+      destination.token_ids->emplace_back(first, first + block_size_);
+    }
+  }
+  if (prompt_blocks > pool_.capacity()) return std::nullopt;
+  auto outcome = pool_.reserve_resident_prefix(candidates, static_cast<std::uint32_t>(prompt_blocks));
+  if (!outcome) return std::nullopt;
+  publish_removed(std::move(outcome->removed));
+  const std::size_t transferable = std::size_t{outcome->reservation.fresh} * block_size_;
+  destination.reservation = std::move(outcome->reservation);
+  const std::uint64_t id = next_reservation_id_++;
+  destinations_.emplace(id, std::move(destination));
+  return DestinationGrant{id, transferable};
+}
+
+void NativeBackend::activate_destination(std::uint64_t reservation) {
+  const auto it = destinations_.find(reservation);
+  if (it == destinations_.end()) throw ContractError("unknown destination reservation " + std::to_string(reservation));
+  Destination& d = it->second;
+  if (tables_.contains(d.owner)) throw ContractError("destination owner " + owner_text(d.owner) + " already owns blocks");
+  if (!d.blocks.empty() && d.blocks.back().is_partial() && live_partials_.contains(d.blocks.back().uuid())) {
+    throw ContractError("partial block " + d.blocks.back().uuid().to_string() + " is already allocated");
+  }
+  OwnerTable& owned = tables_[d.owner];
+  const std::size_t reused = d.reservation.prefix.size();
+  for (const PrefixPin& pin : pool_.activate_prefix(d.reservation)) {
+    owned.pages.push_back(pin.page);
+    owned.blocks.push_back(UniqueBlock::full(pin.hash));
+    owned.meta.push_back(BlockMeta{});
+  }
+  // Transferred KV is computed: fresh full blocks are cached (and Stored) at once.
+  std::vector<VisibleBlock> visible(reused, VisibleBlock::run_gap());
+  for (std::size_t i = reused; i < d.blocks.size(); ++i) {
+    const UniqueBlock& block = d.blocks[i];
+    BlockMeta meta;
+    PageId page;
+    if (block.is_partial()) {
+      page = pool_.allocate_private(d.reservation);
+      live_partials_.insert(block.uuid());
+    } else if (!caching_) {
+      page = pool_.allocate_private(d.reservation);
+    } else {
+      const auto [cached_page, became_visible] = pool_.allocate_cached(d.reservation, block.hash());
+      page = cached_page;
+      meta.has_local = !d.local_hashes.empty();
+      meta.local = meta.has_local ? d.local_hashes[i].value() : 0;
+      if (d.token_ids) owned.token_ids.emplace(i, (*d.token_ids)[i]);
+      if (became_visible) {
+        const auto ids = owned.token_ids.find(i);
+        visible.push_back(VisibleBlock{
+            .gap = false,
+            .parent = i == 0 ? std::nullopt : std::optional<SequenceHash>(d.blocks[i - 1].hash()),
+            .block = {block.hash(), LocalBlockHash(meta.local)},
+            .has_local = meta.has_local,
+            .token_ids = ids == owned.token_ids.end() ? nullptr : &ids->second});
+      } else {
+        visible.push_back(VisibleBlock::run_gap());
+      }
+    }
+    owned.pages.push_back(page);
+    owned.blocks.push_back(block);
+    owned.meta.push_back(meta);
+  }
+  publish_visible_runs(visible);
+  destinations_.erase(it);
+}
+
+void NativeBackend::cancel_destination(std::uint64_t reservation) {
+  const auto it = destinations_.find(reservation);
+  if (it == destinations_.end()) throw ContractError("unknown destination reservation " + std::to_string(reservation));
+  pool_.cancel(it->second.reservation);
+  destinations_.erase(it);
+}
+
+G1Metrics NativeBackend::metrics() const {
+  return G1Metrics{.active_blocks = pool_.active_blocks(),
+                   .active_block_refs = pool_.active_block_refs(),
+                   .inactive_blocks = pool_.inactive_len(),
+                   .capacity = pool_.capacity()};
+}
+
+std::span<const PageId> NativeBackend::block_table(OwnerId owner) const { return table(owner).pages; }
+
+std::span<const UniqueBlock> NativeBackend::owned_blocks(OwnerId owner) const { return table(owner).blocks; }
+
+std::vector<OwnerId> NativeBackend::owners() const {
+  std::vector<OwnerId> out;
+  out.reserve(tables_.size());
+  for (const auto& [owner, owned] : tables_) out.push_back(owner);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::size_t NativeBackend::metadata_bytes() const {
+  std::size_t bytes = pool_.metadata_bytes();
+  for (const auto& [owner, owned] : tables_) {
+    bytes += sizeof(OwnerId) + sizeof(OwnerTable) + owned.pages.capacity() * sizeof(PageId) +
+             owned.blocks.capacity() * sizeof(UniqueBlock) + owned.meta.capacity() * sizeof(BlockMeta);
+  }
+  return bytes;
+}
+
+}  // namespace kvtier::g1

@@ -1,0 +1,266 @@
+#include "kvtier/g1/native_block_pool.hpp"
+
+#include <string>
+#include <utility>
+
+#include "kvtier/core/errors.hpp"
+
+namespace kvtier::g1 {
+
+NativeBlockPool::NativeBlockPool(std::uint32_t capacity)
+    : capacity_(capacity), pages_(capacity), index_(capacity) {
+  if (capacity == 0 || capacity == kNone) throw ConfigError("G1 capacity must be between 1 and 2^32-2 pages");
+  for (std::uint32_t page = capacity; page-- > 0;) free_page(page);  // page 0 is handed out first
+}
+
+NativeBlockPool::PageEntry& NativeBlockPool::entry(PageId page) {
+  if (page.value() >= capacity_) throw ContractError("page " + std::to_string(page.value()) + " is outside the pool");
+  return pages_[page.value()];
+}
+
+const NativeBlockPool::PageEntry& NativeBlockPool::entry(PageId page) const {
+  if (page.value() >= capacity_) throw ContractError("page " + std::to_string(page.value()) + " is outside the pool");
+  return pages_[page.value()];
+}
+
+void NativeBlockPool::lru_push_tail(std::uint32_t page) noexcept {
+  PageEntry& e = pages_[page];
+  e.prev = lru_tail_;
+  e.next = kNone;
+  if (lru_tail_ == kNone) {
+    lru_head_ = page;
+  } else {
+    pages_[lru_tail_].next = page;
+  }
+  lru_tail_ = page;
+  e.in_lru = true;
+  ++inactive_len_;
+}
+
+void NativeBlockPool::lru_unlink(std::uint32_t page) noexcept {
+  PageEntry& e = pages_[page];
+  (e.prev == kNone ? lru_head_ : pages_[e.prev].next) = e.next;
+  (e.next == kNone ? lru_tail_ : pages_[e.next].prev) = e.prev;
+  e.prev = e.next = kNone;
+  e.in_lru = false;
+  --inactive_len_;
+}
+
+void NativeBlockPool::free_page(std::uint32_t page) noexcept {
+  PageEntry& e = pages_[page];
+  e = PageEntry{};
+  e.next = free_head_;
+  free_head_ = page;
+}
+
+std::uint32_t NativeBlockPool::take_free_page() noexcept {
+  const std::uint32_t page = free_head_;
+  free_head_ = pages_[page].next;
+  pages_[page].next = kNone;
+  return page;
+}
+
+std::optional<NativeBlockPool::PrefixHit> NativeBlockPool::prefix_hit(SequenceHash hash) const noexcept {
+  const std::uint32_t page = index_.find(hash.value());
+  if (page == HashIndex::kAbsent) return std::nullopt;
+  const PageEntry& e = pages_[page];
+  return PrefixHit{PageId(page), e.refs > 0 || e.pins > 0};
+}
+
+std::optional<NativeReserveOutcome> NativeBlockPool::reserve(std::span<const SequenceHash> prefix, std::uint32_t fresh) {
+  if (prefix.empty()) return reserve_fresh(fresh);
+  return reserve_exact_prefix(prefix, static_cast<std::uint32_t>(prefix.size()) + fresh);
+}
+
+std::optional<NativeReserveOutcome> NativeBlockPool::reserve_fresh(std::uint32_t fresh) { return reserve_hits({}, fresh); }
+
+std::optional<NativeReserveOutcome> NativeBlockPool::reserve_exact_prefix(std::span<const SequenceHash> candidates,
+                                                                         std::uint32_t total) {
+  if (candidates.size() > total) {
+    throw ContractError("prefix of " + std::to_string(candidates.size()) + " blocks exceeds the reservation of " +
+                        std::to_string(total));
+  }
+  std::vector<PrefixPin> hits;
+  hits.reserve(candidates.size());
+  for (SequenceHash hash : candidates) {
+    const std::uint32_t page = index_.find(hash.value());
+    if (page == HashIndex::kAbsent) {
+      throw ContractError("authorized prefix hash " + std::to_string(hash.value()) + " is no longer resident");
+    }
+    hits.push_back({hash, PageId(page)});
+  }
+  return reserve_hits(hits, total - static_cast<std::uint32_t>(hits.size()));
+}
+
+std::optional<NativeReserveOutcome> NativeBlockPool::reserve_resident_prefix(std::span<const SequenceHash> candidates,
+                                                                            std::uint32_t total) {
+  std::vector<PrefixPin> hits;
+  for (SequenceHash hash : candidates) {
+    if (hits.size() == total) break;
+    const std::uint32_t page = index_.find(hash.value());
+    if (page == HashIndex::kAbsent) break;
+    hits.push_back({hash, PageId(page)});
+  }
+  return reserve_hits(hits, total - static_cast<std::uint32_t>(hits.size()));
+}
+
+std::optional<NativeReserveOutcome> NativeBlockPool::reserve_hits(std::span<const PrefixPin> hits, std::uint32_t fresh) {
+  for (const PrefixPin& hit : hits) {
+    if (hit.page.value() >= capacity_ || pages_[hit.page.value()].state != PageState::Cached) {
+      throw ContractError("prefix hit on page " + std::to_string(hit.page.value()) + " is not a cached copy");
+    }
+  }
+  const std::uint32_t free = free_capacity();
+  const std::uint32_t needed = fresh > free ? fresh - free : 0;
+  if (needed > 0) {
+    // Inactive hits will be pinned, so they are not evictable. Count distinct
+    // ones by marking with a temporary pin, then undo the marks.
+    std::uint32_t inactive_hits = 0;
+    for (const PrefixPin& hit : hits) {
+      PageEntry& e = pages_[hit.page.value()];
+      if (e.in_lru && e.pins == 0) ++inactive_hits;
+      ++e.pins;
+    }
+    for (const PrefixPin& hit : hits) --pages_[hit.page.value()].pins;
+    if (needed > inactive_len_ - inactive_hits) return std::nullopt;
+  }
+  return commit_reservation(hits, fresh, needed);
+}
+
+NativeReserveOutcome NativeBlockPool::commit_reservation(std::span<const PrefixPin> hits, std::uint32_t fresh,
+                                                         std::uint32_t needed) {
+  NativeReserveOutcome outcome;
+  for (const PrefixPin& hit : hits) {
+    const std::uint32_t page = hit.page.value();
+    if (pages_[page].in_lru) lru_unlink(page);
+    ++pages_[page].pins;
+  }
+  for (std::uint32_t i = 0; i < needed; ++i) {
+    if (auto removed = evict_one()) outcome.removed.push_back(*removed);
+  }
+  reserved_ += fresh;
+  if (copies_ + reserved_ > capacity_) throw ContractError("occupancy exceeds capacity");  // unreachable by construction
+  outcome.reservation.prefix.assign(hits.begin(), hits.end());
+  outcome.reservation.fresh = fresh;
+  return outcome;
+}
+
+std::vector<PrefixPin> NativeBlockPool::activate_prefix(NativeReservation& reservation) {
+  for (const PrefixPin& pin : reservation.prefix) {
+    PageEntry& e = pages_[pin.page.value()];
+    --e.pins;
+    ++e.refs;
+    ++cached_refs_;
+  }
+  return std::exchange(reservation.prefix, {});
+}
+
+PageId NativeBlockPool::allocate_private(NativeReservation& reservation) {
+  if (reservation.fresh == 0) throw ContractError("reservation has no fresh capacity left");
+  --reservation.fresh;
+  --reserved_;
+  const std::uint32_t page = take_free_page();
+  pages_[page].state = PageState::Private;
+  ++copies_;
+  ++private_copies_;
+  return PageId(page);
+}
+
+std::pair<PageId, bool> NativeBlockPool::allocate_cached(NativeReservation& reservation, SequenceHash hash) {
+  const PageId page = allocate_private(reservation);
+  return {page, cache_private(page, hash)};
+}
+
+bool NativeBlockPool::cache_private(PageId page, SequenceHash hash) {
+  PageEntry& e = entry(page);
+  if (e.state != PageState::Private) throw ContractError("caching a non-private copy");
+  e.state = PageState::Cached;
+  e.hash = hash.value();
+  e.refs = 1;
+  e.pins = 0;
+  e.dup_next = kNone;
+  --private_copies_;
+  ++cached_refs_;
+  const std::uint32_t primary = index_.find(hash.value());
+  if (primary == HashIndex::kAbsent) {
+    index_.assign(hash.value(), page.value());
+    return true;
+  }
+  std::uint32_t tail = primary;
+  while (pages_[tail].dup_next != kNone) tail = pages_[tail].dup_next;
+  pages_[tail].dup_next = page.value();
+  return false;
+}
+
+void NativeBlockPool::release(PageId page) {
+  PageEntry& e = entry(page);
+  if (e.state == PageState::Private) {
+    free_page(page.value());
+    --copies_;
+    --private_copies_;
+    return;
+  }
+  if (e.state != PageState::Cached || e.refs == 0) {
+    throw ContractError("release of page " + std::to_string(page.value()) + " which holds no reference");
+  }
+  --e.refs;
+  --cached_refs_;
+  if (e.refs == 0 && e.pins == 0) lru_push_tail(page.value());
+}
+
+void NativeBlockPool::unpin(std::uint32_t page) noexcept {
+  PageEntry& e = pages_[page];
+  --e.pins;
+  if (e.refs == 0 && e.pins == 0) lru_push_tail(page);
+}
+
+void NativeBlockPool::cancel(NativeReservation& reservation) noexcept {
+  for (auto it = reservation.prefix.rbegin(); it != reservation.prefix.rend(); ++it) unpin(it->page.value());
+  reservation.prefix.clear();
+  reserved_ -= reservation.fresh;
+  reservation.fresh = 0;
+}
+
+void NativeBlockPool::unlink_from_hash_chain(std::uint32_t page) noexcept {
+  const std::uint64_t hash = pages_[page].hash;
+  const std::uint32_t primary = index_.find(hash);
+  if (primary == page) {
+    if (pages_[page].dup_next == kNone) {
+      index_.erase(hash);
+    } else {
+      index_.assign(hash, pages_[page].dup_next);  // the oldest duplicate becomes primary
+    }
+    return;
+  }
+  std::uint32_t previous = primary;
+  while (pages_[previous].dup_next != page) previous = pages_[previous].dup_next;
+  pages_[previous].dup_next = pages_[page].dup_next;
+}
+
+std::optional<SequenceHash> NativeBlockPool::evict_one() {
+  if (lru_head_ == kNone) throw ContractError("evict_one on an empty inactive list");
+  const std::uint32_t page = lru_head_;
+  lru_unlink(page);
+  const SequenceHash hash(pages_[page].hash);
+  unlink_from_hash_chain(page);
+  const bool last_copy = !is_resident(hash);
+  free_page(page);
+  --copies_;
+  if (last_copy) return hash;
+  return std::nullopt;
+}
+
+bool NativeBlockPool::is_cached_page(PageId page) const { return entry(page).state == PageState::Cached; }
+
+std::vector<PageId> NativeBlockPool::inactive_order() const {
+  std::vector<PageId> order;
+  order.reserve(inactive_len_);
+  for (std::uint32_t page = lru_head_; page != kNone; page = pages_[page].next) order.emplace_back(page);
+  return order;
+}
+
+std::size_t NativeBlockPool::metadata_bytes() const noexcept {
+  return pages_.capacity() * sizeof(PageEntry) + index_.memory_bytes();
+}
+
+}  // namespace kvtier::g1

@@ -1,0 +1,53 @@
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "kvtier/core/active_sequence.hpp"
+#include "kvtier/core/move_block.hpp"
+#include "kvtier/g1/g1_types.hpp"
+
+namespace kvtier::g1 {
+
+/// What a G1 backend implements; G1Manager forwards to one of them. Every
+/// method that throws ContractError leaves the backend exactly as it was.
+/// Reservation ids are the backend's own; the facade wraps them in handles.
+class BlockManager {
+ public:
+  virtual ~BlockManager() = default;
+
+  virtual G1Acquire process(OwnerId owner, const MoveBlock& signal, std::size_t reusable_prefix_blocks) = 0;
+  /// Native: makes computed pending blocks visible. KVBM: no-op.
+  virtual void finalize_computed_prefix(OwnerId owner, std::size_t before, std::size_t after) = 0;
+  virtual PrefillCost prefill_cost(const ActiveSequence& sequence) const = 0;
+
+  /// nullopt: capacity exhausted.
+  virtual std::optional<std::uint64_t> reserve_decode_blocks(std::size_t blocks) = 0;
+  virtual G1Acquire process_decode(OwnerId owner, const MoveBlock& signal, std::uint64_t reservation) = 0;
+  virtual void release_decode(std::uint64_t reservation) = 0;
+
+  struct DestinationGrant {
+    std::uint64_t id = 0;
+    std::size_t transferable_prompt_tokens = 0;
+  };
+  virtual std::optional<DestinationGrant> reserve_destination(OwnerId owner, const ActiveSequence& sequence,
+                                                              double now_ms) = 0;
+  virtual void activate_destination(std::uint64_t reservation) = 0;
+  virtual void cancel_destination(std::uint64_t reservation) = 0;
+
+  virtual G1Metrics metrics() const = 0;
+  virtual bool has_owner(OwnerId owner) const = 0;
+  /// Physical pages of the owner's blocks, in request order (ContractError for an unknown owner).
+  virtual std::span<const PageId> block_table(OwnerId owner) const = 0;
+  /// The identities those pages back now, aligned with block_table.
+  virtual std::span<const UniqueBlock> owned_blocks(OwnerId owner) const = 0;
+  virtual std::vector<OwnerId> owners() const = 0;
+  /// A hash-addressable copy of `hash` is resident (active or inactive).
+  virtual bool is_cached(SequenceHash hash) const = 0;
+  /// Bytes of per-page and per-block bookkeeping held now.
+  virtual std::size_t metadata_bytes() const = 0;
+};
+
+}  // namespace kvtier::g1

@@ -1,0 +1,110 @@
+#pragma once
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "kvtier/core/active_sequence.hpp"
+#include "kvtier/core/kv_event_publisher.hpp"
+#include "kvtier/g1/block_manager.hpp"
+
+namespace kvtier::offload {
+class OffloadEngine;
+}
+
+namespace kvtier::g1 {
+
+/// Validated construction settings of a G1Manager.
+struct G1ManagerConfig {
+  std::uint32_t capacity = 16384;
+  std::uint32_t block_size = 64;
+  std::uint32_t dp_rank = 0;
+  G1Backend backend = G1Backend::Native;
+  bool enable_prefix_caching = true;
+};
+
+/// Swap-in answers of the offload calls (served only by the KVBM backend).
+enum class SwapInStatus : std::uint8_t { NoHits, Scheduled, BlockedOnG1Offload };
+struct SwapInStart {
+  SwapInStatus status = SwapInStatus::NoHits;
+  std::uint64_t swap_in_id = 0;
+};
+struct G1PrefixPins {
+  std::uint64_t id = 0;
+  std::size_t blocks = 0;
+};
+
+/// Dynamo's `G1Manager` facade (generation N1): forwards every operation to
+/// the backend chosen at construction. Contract violations throw
+/// kvtier::ContractError and leave the manager unchanged; capacity
+/// exhaustion is a G1Acquire value.
+class G1Manager {
+ public:
+  /// Throws ConfigError for an impossible configuration.
+  explicit G1Manager(G1ManagerConfig config, std::vector<std::shared_ptr<KvEventSink>> sinks = {});
+  ~G1Manager();
+  G1Manager(const G1Manager&) = delete;
+  G1Manager& operator=(const G1Manager&) = delete;
+
+  /// Processes one MoveBlock for `owner`. A Use must carry one PLH per full
+  /// block ("PLHs must align with full blocks").
+  G1Acquire process_for_request(OwnerId owner, const MoveBlock& signal, std::size_t reusable_prefix_blocks = 0);
+  /// Native: makes the blocks in [before/bs, after/bs) visible, then — when a
+  /// sequence is given — promotes its computed tail, so a child is never
+  /// published before its parent. KVBM: no-op.
+  void finalize_computed_prefix(OwnerId owner, std::size_t before, std::size_t after, ActiveSequence* sequence = nullptr);
+  PrefillCost get_prefill_cost(const ActiveSequence& sequence) const;
+
+  /// nullopt: capacity exhausted (nothing changed).
+  std::optional<DecodeReservation> reserve_decode_blocks(std::size_t blocks);
+  /// A Use draws its fresh pages from the reservation and cannot fail for capacity.
+  G1Acquire process_decode_signal_for_request(OwnerId owner, const MoveBlock& signal,
+                                              const DecodeReservation& reservation);
+  void release_decode_reservation(DecodeReservation&& reservation);
+
+  std::optional<DestinationReservation> reserve_destination_at(OwnerId owner, const ActiveSequence& sequence,
+                                                               double eviction_now_ms = 0.0);
+  void activate_destination(DestinationReservation&& reservation);
+  void cancel_destination(DestinationReservation&& reservation);
+
+  G1Metrics metrics() const { return backend_->metrics(); }
+  std::size_t num_active_blocks() const { return metrics().active_blocks; }
+  std::size_t num_active_block_refs() const { return metrics().active_block_refs; }
+  std::size_t num_inactive_blocks() const { return metrics().inactive_blocks; }
+  double get_active_perc() const { return metrics().active_perc(); }
+  std::uint32_t max_capacity() const noexcept { return config_.capacity; }
+  std::uint32_t block_size() const noexcept { return config_.block_size; }
+  std::uint32_t dp_rank() const noexcept { return config_.dp_rank; }
+  G1Backend backend() const noexcept { return config_.backend; }
+  bool enable_prefix_caching() const noexcept { return config_.enable_prefix_caching; }
+
+  bool has_owner(OwnerId owner) const { return backend_->has_owner(owner); }
+  /// Physical page ids of the owner's blocks in request order — what a
+  /// paged-attention kernel reads (ContractError for an unknown owner).
+  std::span<const PageId> block_table(OwnerId owner) const { return backend_->block_table(owner); }
+  std::span<const UniqueBlock> owned_blocks(OwnerId owner) const { return backend_->owned_blocks(owner); }
+  std::vector<OwnerId> owners() const { return backend_->owners(); }
+  bool is_cached(SequenceHash hash) const { return backend_->is_cached(hash); }
+  std::size_t metadata_bytes() const { return backend_->metadata_bytes(); }
+
+  // Offload calls (spec §2.1). The native backend answers "no engine, no
+  // hits, nothing pinned" and refuses attach and swap-in registration.
+  void attach_offload_engine(std::shared_ptr<offload::OffloadEngine> engine);
+  bool has_offload_engine() const noexcept { return false; }
+  std::optional<double> earliest_offload_deadline() const noexcept { return std::nullopt; }
+  std::optional<G1PrefixPins> try_pin_g1_prefix(std::span<const PositionalLineageHash> plhs);
+  SwapInStart try_batch_swap_in(std::span<const PositionalLineageHash> plhs, std::optional<G1PrefixPins> prefix_pins,
+                                double now_ms);
+  bool cancel_swap_in(std::uint64_t swap_in_id);
+  void register_completed_swap_in(std::uint64_t swap_in_id);
+
+ private:
+  void check_handle(std::uint64_t manager, G1Backend backend, const char* what) const;
+
+  G1ManagerConfig config_;
+  std::uint64_t id_;
+  KvEventPublisher publisher_;
+  std::unique_ptr<BlockManager> backend_;
+};
+
+}  // namespace kvtier::g1

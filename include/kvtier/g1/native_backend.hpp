@@ -1,0 +1,98 @@
+#pragma once
+#include <unordered_map>
+#include <unordered_set>
+
+#include "kvtier/core/kv_event_publisher.hpp"
+#include "kvtier/g1/block_manager.hpp"
+#include "kvtier/g1/native_block_pool.hpp"
+
+namespace kvtier::g1 {
+
+/// The vLLM-style G1 backend, generation N1 (spec §2.4): MoveBlock signals per
+/// request owner on a NativeBlockPool. Fresh full blocks are private until
+/// finalize_computed_prefix (computed-only visibility); Stored is published
+/// then, Removed when the last copy of a hash is evicted (before any Stored of
+/// the same operation). With prefix caching off nothing is cached and no event
+/// is published.
+class NativeBackend final : public BlockManager {
+ public:
+  NativeBackend(std::uint32_t capacity, std::uint32_t block_size, bool enable_prefix_caching,
+                KvEventPublisher& publisher);
+
+  G1Acquire process(OwnerId owner, const MoveBlock& signal, std::size_t reusable_prefix_blocks) override;
+  void finalize_computed_prefix(OwnerId owner, std::size_t before, std::size_t after) override;
+  PrefillCost prefill_cost(const ActiveSequence& sequence) const override;
+  std::optional<std::uint64_t> reserve_decode_blocks(std::size_t blocks) override;
+  G1Acquire process_decode(OwnerId owner, const MoveBlock& signal, std::uint64_t reservation) override;
+  void release_decode(std::uint64_t reservation) override;
+  std::optional<DestinationGrant> reserve_destination(OwnerId owner, const ActiveSequence& sequence,
+                                                      double now_ms) override;
+  void activate_destination(std::uint64_t reservation) override;
+  void cancel_destination(std::uint64_t reservation) override;
+  G1Metrics metrics() const override;
+  bool has_owner(OwnerId owner) const override { return tables_.contains(owner); }
+  std::span<const PageId> block_table(OwnerId owner) const override;
+  std::span<const UniqueBlock> owned_blocks(OwnerId owner) const override;
+  std::vector<OwnerId> owners() const override;
+  bool is_cached(SequenceHash hash) const override { return pool_.is_resident(hash); }
+  std::size_t metadata_bytes() const override;
+
+  const NativeBlockPool& pool() const noexcept { return pool_; }
+
+ private:
+  /// Store metadata of an owned block, kept until it becomes visible.
+  struct BlockMeta {
+    std::uint64_t store_parent = 0;
+    std::uint64_t local = 0;
+    bool pending_store = false;
+    bool has_store_parent = false;
+    bool has_local = false;
+  };
+  struct OwnerTable {
+    std::vector<PageId> pages;
+    std::vector<UniqueBlock> blocks;
+    std::vector<BlockMeta> meta;
+    std::unordered_map<std::size_t, std::vector<TokenId>> token_ids;  // by position, only when given
+  };
+  struct Destination {
+    NativeReservation reservation;
+    OwnerId owner;
+    std::vector<UniqueBlock> blocks;
+    std::vector<LocalBlockHash> local_hashes;  // aligned with the full blocks, empty when unknown
+    std::optional<BlockTokenIds> token_ids;
+  };
+  /// A block that became visible in this operation, or a gap that splits runs.
+  struct VisibleBlock {
+    bool gap = false;
+    std::optional<SequenceHash> parent;
+    StoredBlock block;
+    bool has_local = false;
+    const std::vector<TokenId>* token_ids = nullptr;
+    static VisibleBlock run_gap() {
+      VisibleBlock gap;
+      gap.gap = true;
+      return gap;
+    }
+  };
+
+  G1Acquire use(OwnerId owner, const UseSignal& signal, std::size_t reusable, NativeReservation* decode);
+  void validate_use(OwnerId owner, const UseSignal& signal, std::size_t reusable) const;
+  void commit_use(OwnerId owner, const UseSignal& signal, NativeReservation& reservation);
+  void deref(OwnerId owner, const DerefSignal& signal);
+  void promote(OwnerId owner, const PromoteSignal& signal);
+  const OwnerTable& table(OwnerId owner) const;
+  void publish_removed(std::vector<SequenceHash> removed);
+  void publish_visible_runs(const std::vector<VisibleBlock>& visible);
+
+  std::uint32_t block_size_;
+  bool caching_;
+  KvEventPublisher& publisher_;
+  NativeBlockPool pool_;
+  std::unordered_map<OwnerId, OwnerTable> tables_;
+  std::unordered_set<Uuid> live_partials_;
+  std::unordered_map<std::uint64_t, NativeReservation> decode_reservations_;
+  std::unordered_map<std::uint64_t, Destination> destinations_;
+  std::uint64_t next_reservation_id_ = 1;
+};
+
+}  // namespace kvtier::g1

@@ -1,0 +1,135 @@
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "kvtier/core/strong_id.hpp"
+#include "kvtier/g1/hash_index.hpp"
+
+namespace kvtier::g1 {
+
+/// A cached copy pinned by a reservation: the prefix hit it will activate.
+struct PrefixPin {
+  SequenceHash hash;
+  PageId page;
+  friend bool operator==(const PrefixPin&, const PrefixPin&) = default;
+};
+
+/// Capacity promised by NativeBlockPool: pinned prefix hits plus `fresh`
+/// pages not yet turned into copies. Consume it (activate_prefix,
+/// allocate_*) or cancel it; dropping it leaks the promise.
+struct NativeReservation {
+  std::vector<PrefixPin> prefix;
+  std::uint32_t fresh = 0;
+};
+
+struct NativeReserveOutcome {
+  NativeReservation reservation;
+  /// Hashes whose last resident copy was evicted to make room, in eviction order.
+  std::vector<SequenceHash> removed;
+};
+
+/// vLLM's block pool (Dynamo's `VllmBlockPool`, spec §2.2) over physical pages:
+/// every copy is one page of the G1 slab. Copies are Private (uncached, one
+/// owner) or Cached (hash-addressable, refs + pins); duplicates of a hash are
+/// separate copies in a FIFO whose head is the primary. Cached copies with no
+/// refs and no pins sit in an intrusive LRU (head evicted first).
+/// Invariant: copies + reserved <= capacity. All reservations are atomic:
+/// when one fails, nothing changed.
+class NativeBlockPool {
+ public:
+  explicit NativeBlockPool(std::uint32_t capacity);
+
+  struct PrefixHit {
+    PageId page;
+    bool is_active;
+  };
+  /// The primary cached copy of `hash`, if any.
+  std::optional<PrefixHit> prefix_hit(SequenceHash hash) const noexcept;
+  bool is_resident(SequenceHash hash) const noexcept { return index_.find(hash.value()) != HashIndex::kAbsent; }
+
+  /// Empty prefix: reserve_fresh; else reserve_exact_prefix(prefix, prefix.size() + fresh).
+  std::optional<NativeReserveOutcome> reserve(std::span<const SequenceHash> prefix, std::uint32_t fresh);
+  std::optional<NativeReserveOutcome> reserve_fresh(std::uint32_t fresh);
+  /// Every candidate must be resident (ContractError "authorized prefix hash H
+  /// is no longer resident") and candidates <= total.
+  std::optional<NativeReserveOutcome> reserve_exact_prefix(std::span<const SequenceHash> candidates,
+                                                           std::uint32_t total);
+  /// Pins the longest resident leading run of candidates; the rest is fresh.
+  std::optional<NativeReserveOutcome> reserve_resident_prefix(std::span<const SequenceHash> candidates,
+                                                              std::uint32_t total);
+  /// Pins `hits` and promises `fresh` pages, evicting only what free pages
+  /// cannot cover; pinned hits never count as evictable.
+  std::optional<NativeReserveOutcome> reserve_hits(std::span<const PrefixPin> hits, std::uint32_t fresh);
+
+  /// Turns every pin into a reference, in prefix order; empties reservation.prefix.
+  std::vector<PrefixPin> activate_prefix(NativeReservation& reservation);
+  /// Consumes one fresh unit into a Private copy.
+  PageId allocate_private(NativeReservation& reservation);
+  /// allocate_private + cache_private; `second` is "became visible".
+  std::pair<PageId, bool> allocate_cached(NativeReservation& reservation, SequenceHash hash);
+  /// Private -> Cached{refs 1}; true iff this is the first resident copy of `hash`.
+  bool cache_private(PageId page, SequenceHash hash);
+  /// Private: freed now. Cached: one reference less; at zero refs and pins the
+  /// copy joins the LRU tail.
+  void release(PageId page);
+  /// Unpins the prefix leaf first (each copy left unpinned joins the LRU tail)
+  /// and returns the unconsumed fresh capacity.
+  void cancel(NativeReservation& reservation) noexcept;
+  /// Evicts the LRU head; returns its hash when that was the hash's last copy.
+  std::optional<SequenceHash> evict_one();
+
+  std::uint32_t capacity() const noexcept { return capacity_; }
+  std::uint32_t copies() const noexcept { return copies_; }
+  std::uint32_t reserved() const noexcept { return reserved_; }
+  std::uint32_t free_capacity() const noexcept { return capacity_ - copies_ - reserved_; }
+  std::uint32_t inactive_len() const noexcept { return inactive_len_; }
+  /// Σ refs of cached copies + 1 per private copy.
+  std::size_t active_block_refs() const noexcept { return cached_refs_ + private_copies_; }
+  /// copies − inactive + reserved.
+  std::size_t active_blocks() const noexcept { return copies_ - inactive_len_ + reserved_; }
+  bool is_cached_page(PageId page) const;
+  /// The LRU from head (next victim) to tail.
+  std::vector<PageId> inactive_order() const;
+  /// Bytes of bookkeeping this pool holds (page table + hash index).
+  std::size_t metadata_bytes() const noexcept;
+
+ private:
+  static constexpr std::uint32_t kNone = 0xFFFFFFFFU;
+  enum class PageState : std::uint8_t { Free, Private, Cached };
+  struct PageEntry {
+    std::uint64_t hash = 0;
+    std::uint32_t refs = 0;
+    std::uint32_t pins = 0;
+    std::uint32_t prev = kNone;      // LRU links; `next` also links the free list
+    std::uint32_t next = kNone;
+    std::uint32_t dup_next = kNone;  // next copy of the same hash (FIFO order)
+    PageState state = PageState::Free;
+    bool in_lru = false;
+  };
+
+  PageEntry& entry(PageId page);
+  const PageEntry& entry(PageId page) const;
+  void lru_push_tail(std::uint32_t page) noexcept;
+  void lru_unlink(std::uint32_t page) noexcept;
+  void free_page(std::uint32_t page) noexcept;
+  std::uint32_t take_free_page() noexcept;
+  void unpin(std::uint32_t page) noexcept;
+  void unlink_from_hash_chain(std::uint32_t page) noexcept;
+  NativeReserveOutcome commit_reservation(std::span<const PrefixPin> hits, std::uint32_t fresh, std::uint32_t needed);
+
+  std::uint32_t capacity_;
+  std::vector<PageEntry> pages_;
+  HashIndex index_;  // hash -> primary copy
+  std::uint32_t free_head_ = kNone;
+  std::uint32_t lru_head_ = kNone;
+  std::uint32_t lru_tail_ = kNone;
+  std::uint32_t copies_ = 0;
+  std::uint32_t reserved_ = 0;
+  std::uint32_t inactive_len_ = 0;
+  std::size_t cached_refs_ = 0;
+  std::size_t private_copies_ = 0;
+};
+
+}  // namespace kvtier::g1
