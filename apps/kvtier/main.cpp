@@ -2,12 +2,14 @@
 #include <CLI/CLI.hpp>
 
 #include "info_command.hpp"
+#include "script_command.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"kvtier: a real-memory KV-cache block allocator for LLM inference"};
   app.require_subcommand(1);
   int exit_code = 0;
   kvtier::cli::add_info_command(app, exit_code);
+  kvtier::cli::add_script_command(app, exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }

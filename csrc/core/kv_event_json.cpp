@@ -2,12 +2,12 @@
 
 namespace kvtier {
 
-nlohmann::json to_json(const KvEvent& event) {
-  nlohmann::json out = {{"id", event.id}, {"dp_rank", event.dp_rank}, {"tier", tier_name(event.tier)}};
+nlohmann::ordered_json to_json(const KvEvent& event) {
+  nlohmann::ordered_json out = {{"id", event.id}, {"dp_rank", event.dp_rank}, {"tier", tier_name(event.tier)}};
   if (const auto* stored = std::get_if<KvStored>(&event.data)) {
     out["type"] = "stored";
-    out["parent"] = stored->parent ? nlohmann::json(stored->parent->value()) : nlohmann::json(nullptr);
-    nlohmann::json blocks = nlohmann::json::array();
+    out["parent"] = stored->parent ? nlohmann::ordered_json(stored->parent->value()) : nlohmann::ordered_json(nullptr);
+    nlohmann::ordered_json blocks = nlohmann::ordered_json::array();
     for (const StoredBlock& block : stored->blocks) {
       blocks.push_back({{"hash", block.hash.value()}, {"local", block.local.value()}});
     }
@@ -16,7 +16,7 @@ nlohmann::json to_json(const KvEvent& event) {
   } else {
     const auto& removed = std::get<KvRemoved>(event.data);
     out["type"] = "removed";
-    nlohmann::json hashes = nlohmann::json::array();
+    nlohmann::ordered_json hashes = nlohmann::ordered_json::array();
     for (SequenceHash hash : removed.hashes) hashes.push_back(hash.value());
     out["hashes"] = std::move(hashes);
   }

@@ -15,7 +15,7 @@ TEST(KvEventJson, StoredMatchesTheScriptFormat) {
                       .data = KvStored{.parent = SequenceHash(5),
                                        .blocks = {{SequenceHash(10), LocalBlockHash(1010)}},
                                        .token_ids = BlockTokenIds{{1, 2, 3, 4}}}};
-  EXPECT_EQ(to_json(event), nlohmann::json::parse(R"({"id": 0, "dp_rank": 0, "tier": "device", "type": "stored",
+  EXPECT_EQ(to_json(event), nlohmann::ordered_json::parse(R"({"id": 0, "dp_rank": 0, "tier": "device", "type": "stored",
       "parent": 5, "blocks": [{"hash": 10, "local": 1010}], "token_ids": [[1,2,3,4]]})"));
 }
 
@@ -26,7 +26,7 @@ TEST(KvEventJson, RootRunHasNullParentAndNoTokenIdsUnlessGiven) {
                       .data = KvStored{.parent = std::nullopt,
                                        .blocks = {{SequenceHash(18446744073709551615ULL), LocalBlockHash(0)}},
                                        .token_ids = std::nullopt}};
-  const nlohmann::json json = to_json(event);
+  const nlohmann::ordered_json json = to_json(event);
   EXPECT_TRUE(json["parent"].is_null());
   EXPECT_FALSE(json.contains("token_ids"));
   EXPECT_EQ(json["tier"], "host_pinned");
@@ -37,7 +37,7 @@ TEST(KvEventJson, RootRunHasNullParentAndNoTokenIdsUnlessGiven) {
 TEST(KvEventJson, RemovedListsHashesInOrder) {
   const KvEvent event{.id = 1, .dp_rank = 0, .tier = StorageTier::Device,
                       .data = KvRemoved{{SequenceHash(4), SequenceHash(3)}}};
-  EXPECT_EQ(to_json(event), nlohmann::json::parse(
+  EXPECT_EQ(to_json(event), nlohmann::ordered_json::parse(
                                 R"({"id": 1, "dp_rank": 0, "tier": "device", "type": "removed", "hashes": [4, 3]})"));
 }
 

@@ -46,6 +46,8 @@ class ActiveSequence {
   PositionalLineageHash plh(std::size_t i) const { return full_.at(i).plh; }
   std::size_t num_allocated_tokens() const noexcept { return allocated_tokens_; }
   bool is_complete() const noexcept { return generated_ >= config_.max_output_tokens; }
+  /// Whether generate() still has a planned output token to append.
+  bool has_planned_output() const noexcept { return planned_cursor_ < config_.planned_output.size(); }
 
   /// The Use that allocating up to `cumulative_tokens` needs (pure; nullopt when
   /// nothing new is needed). A block counts as full if the sequence has all its

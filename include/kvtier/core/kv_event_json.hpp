@@ -6,7 +6,8 @@
 namespace kvtier {
 
 /// The event's JSON form of spec/script-format.md ("stored"/"removed",
-/// "device"/"host_pinned", `token_ids` only when present).
-nlohmann::json to_json(const KvEvent& event);
+/// "device"/"host_pinned", `token_ids` only when present), fields in the
+/// order the spec prints them.
+nlohmann::ordered_json to_json(const KvEvent& event);
 
 }  // namespace kvtier

@@ -1,0 +1,171 @@
+// Script operations on blocks and owners: use, deref, promote, finalize, the
+// decode reservation, and the read/write ops on the owner's pages.
+#include "kvtier/core/errors.hpp"
+#include "script_state.hpp"
+
+namespace kvtier::script {
+namespace {
+
+g1::OwnerId existing_owner(const std::map<std::string, g1::OwnerId>& owners, const g1::G1Manager& manager,
+                           const Fields& f) {
+  const std::string label = f.string("owner");
+  const auto it = owners.find(label);
+  if (it == owners.end() || !manager.has_owner(it->second)) throw ContractError("unknown owner '" + label + "'");
+  return it->second;
+}
+
+}  // namespace
+
+UseSignal ScriptRunner::State::use_signal(const Fields& f) {
+  UseSignal use;
+  use.blocks = blocks(f, "blocks");
+  for (std::uint64_t local : f.u64_list_or_empty("local_hashes")) use.local_hashes.emplace_back(local);
+  if (f.has("plhs")) {
+    const auto& plhs = f.raw("plhs");
+    if (!plhs.is_array()) f.fail("field 'plhs' must be a list");
+    for (const auto& item : plhs) use.plhs.push_back(plh(f, item, "every entry of 'plhs'"));
+  } else {
+    for (const UniqueBlock& b : use.blocks) {
+      if (b.is_full()) use.plhs.emplace_back(b.hash(), std::nullopt, 0);
+    }
+  }
+  use.token_ids = f.optional_token_lists("token_ids");
+  if (f.has("parent")) use.parent = block(f, f.raw("parent"), "field 'parent'");
+  return use;
+}
+
+Json ScriptRunner::State::op_use(const Fields& f, bool decode) {
+  const g1::OwnerId id = owner(f);
+  const UseSignal use = use_signal(f);
+  const std::uint64_t reuse = f.u64_or("reuse", 0);
+  if (!decode) return acquire_json(manager_->process_for_request(id, use, reuse));
+  if (reuse != 0) f.fail("decode_use cannot reuse a prefix");
+  const std::string name = f.string("reservation");
+  const auto it = decode_reservations_.find(name);
+  if (it == decode_reservations_.end()) f.fail("unknown decode reservation '" + name + "'");
+  return acquire_json(manager_->process_decode_signal_for_request(id, use, it->second));
+}
+
+Json ScriptRunner::State::op_deref(const Fields& f) {
+  const g1::OwnerId id = existing_owner(owners_, *manager_, f);
+  manager_->process_for_request(id, DerefSignal{blocks(f, "blocks")});
+  return Json::object();
+}
+
+Json ScriptRunner::State::op_promote(const Fields& f) {
+  const g1::OwnerId id = existing_owner(owners_, *manager_, f);
+  const std::string label = f.string("partial");
+  const auto it = partial_by_label_.find(label);
+  if (it == partial_by_label_.end()) throw ContractError("partial block not found: '" + label + "'");
+  const SequenceHash hash(f.u64("hash"));
+  PromoteSignal promote{
+      .uuid = it->second,
+      .hash = hash,
+      .parent = f.has("parent") ? std::optional<SequenceHash>(SequenceHash(f.u64("parent"))) : std::nullopt,
+      .local = LocalBlockHash(f.u64_or("local", 0)),
+      .plh = f.has("plh") ? plh(f, f.raw("plh"), "field 'plh'") : PositionalLineageHash(hash, std::nullopt, 0),
+      .token_ids = f.optional_tokens("token_ids")};
+  manager_->process_for_request(id, promote);
+  return Json::object();
+}
+
+Json ScriptRunner::State::op_finalize(const Fields& f) {
+  const g1::OwnerId id = existing_owner(owners_, *manager_, f);
+  const std::uint64_t before = f.u64("before");
+  const std::uint64_t after = f.u64("after");
+  if (!f.has("sequence")) {
+    manager_->finalize_computed_prefix(id, before, after);
+    return Json::object();
+  }
+  ScriptSequence& entry = sequence(f);
+  if (entry.owner != id) f.fail("sequence '" + f.string("sequence") + "' belongs to another owner");
+  const ActiveSequence backup = entry.sequence;
+  try {
+    manager_->finalize_computed_prefix(id, before, after, &entry.sequence);
+  } catch (...) {
+    entry.sequence = backup;
+    throw;
+  }
+  return Json::object();
+}
+
+Json ScriptRunner::State::op_reserve_decode(const Fields& f) {
+  const std::string name = f.string("id");
+  if (decode_reservations_.contains(name)) f.fail("decode reservation '" + name + "' already exists");
+  const auto reservation = manager_->reserve_decode_blocks(f.u64("count"));
+  Json out;
+  out["result"] = reservation ? "ready" : "capacity_exhausted";
+  if (reservation) decode_reservations_.emplace(name, *reservation);
+  return out;
+}
+
+Json ScriptRunner::State::op_release_decode(const Fields& f) {
+  const std::string name = f.string("reservation");
+  const auto it = decode_reservations_.find(name);
+  if (it == decode_reservations_.end()) f.fail("unknown decode reservation '" + name + "'");
+  g1::DecodeReservation reservation = it->second;
+  manager_->release_decode_reservation(std::move(reservation));
+  decode_reservations_.erase(it);
+  return Json::object();
+}
+
+Json ScriptRunner::State::op_stats(const Fields&) {
+  const g1::G1Metrics metrics = manager_->metrics();
+  Json out;
+  out["active"] = metrics.active_blocks;
+  out["active_refs"] = metrics.active_block_refs;
+  out["inactive"] = metrics.inactive_blocks;
+  out["active_perc"] = metrics.active_perc();
+  out["capacity"] = manager_->max_capacity();
+  out["block_size"] = manager_->block_size();
+  out["dp_rank"] = manager_->dp_rank();
+  return out;
+}
+
+Json ScriptRunner::State::op_cached(const Fields& f) {
+  Json cached = Json::array();
+  const auto& hashes = f.raw("hashes");
+  if (!hashes.is_array()) f.fail("field 'hashes' must be a list");
+  for (const auto& hash : hashes) cached.push_back(manager_->is_cached(SequenceHash(f.as_u64(hash, "every hash"))));
+  Json out;
+  out["cached"] = std::move(cached);
+  return out;
+}
+
+Json ScriptRunner::State::op_block_table(const Fields& f) {
+  const g1::OwnerId id = existing_owner(owners_, *manager_, f);
+  Json pages = Json::array();
+  for (PageId page : manager_->block_table(id)) pages.push_back(page.value());
+  Json out;
+  out["pages"] = std::move(pages);
+  return out;
+}
+
+Json ScriptRunner::State::op_write(const Fields& f) {
+  const g1::OwnerId id = existing_owner(owners_, *manager_, f);
+  const auto pages = manager_->block_table(id);
+  const auto owned = manager_->owned_blocks(id);
+  std::vector<std::uint64_t> identities;
+  for (const UniqueBlock& b : owned) identities.push_back(pattern_identity(b));
+  pool_->fill_pattern(pages, identities);
+  Json written = Json::array();
+  for (PageId page : pages) written.push_back(page.value());
+  Json out;
+  out["written"] = std::move(written);
+  return out;
+}
+
+Json ScriptRunner::State::op_verify(const Fields& f) {
+  const g1::OwnerId id = existing_owner(owners_, *manager_, f);
+  const auto pages = manager_->block_table(id);
+  std::vector<std::uint64_t> identities;
+  for (const UniqueBlock& b : manager_->owned_blocks(id)) identities.push_back(pattern_identity(b));
+  Json mismatches = Json::array();
+  for (PageId page : pool_->find_pattern_mismatches(pages, identities)) mismatches.push_back(page.value());
+  Json out;
+  out["verified"] = pages.size();
+  out["mismatches"] = std::move(mismatches);
+  return out;
+}
+
+}  // namespace kvtier::script

@@ -1,0 +1,238 @@
+#include "kvtier/script/script_runner.hpp"
+
+#include <xxhash.h>
+
+#include <string>
+
+#include "kvtier/core/kv_event_json.hpp"
+#include "kvtier/memory/runtime_factory.hpp"
+#include "script_state.hpp"
+
+namespace kvtier::script {
+namespace {
+
+std::string_view trim(std::string_view text) {
+  const auto first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos) return {};
+  const auto last = text.find_last_not_of(" \t\r\n");
+  return text.substr(first, last - first + 1);
+}
+
+Json failure(const std::string& message) {
+  Json out;
+  out["ok"] = false;
+  out["error"] = message;
+  return out;
+}
+
+}  // namespace
+
+ScriptRunner::ScriptRunner() : state_(std::make_unique<State>()) {}
+ScriptRunner::~ScriptRunner() = default;
+
+bool ScriptRunner::initialized() const noexcept { return state_->initialized(); }
+
+std::optional<nlohmann::ordered_json> ScriptRunner::run_line(std::string_view line, std::size_t line_number) {
+  const std::string_view text = trim(line);
+  if (text.empty() || text.front() == '#') return std::nullopt;
+  nlohmann::json object;
+  try {
+    object = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& error) {
+    return failure("line " + std::to_string(line_number) + ": invalid JSON: " + error.what());
+  }
+  if (!object.is_object()) return failure("line " + std::to_string(line_number) + ": an operation must be a JSON object");
+  const Fields fields(object, line_number);
+  state_->take_events();  // events of an earlier refused operation never leak into this one
+  try {
+    const std::string op = fields.string("op");
+    Json result = state_->dispatch(fields, op);
+    Json out;
+    out["ok"] = true;
+    for (auto it = result.begin(); it != result.end(); ++it) out[it.key()] = std::move(*it);
+    out["events"] = state_->take_events();
+    return out;
+  } catch (const std::exception& error) {
+    state_->take_events();
+    return failure(error.what());
+  }
+}
+
+int run_script(std::istream& in, std::ostream& out) {
+  ScriptRunner runner;
+  std::string line;
+  std::size_t number = 0;
+  bool any_failed = false;
+  bool saw_operation = false;
+  while (std::getline(in, line)) {
+    ++number;
+    auto result = runner.run_line(line, number);
+    if (!result) continue;
+    out << result->dump() << '\n';
+    const bool ok = result->at("ok").get<bool>();
+    if (!saw_operation) {
+      saw_operation = true;
+      if (!ok || !runner.initialized()) {
+        if (ok) out << failure("line " + std::to_string(number) + ": the first operation must be init").dump() << '\n';
+        return 2;
+      }
+    }
+    any_failed = any_failed || !ok;
+  }
+  if (in.bad()) return 2;
+  return any_failed ? 1 : 0;
+}
+
+Json ScriptRunner::State::take_events() {
+  Json events = Json::array();
+  for (const KvEvent& event : sink_->events()) events.push_back(to_json(event));
+  sink_->clear();
+  return events;
+}
+
+void ScriptRunner::State::require_init(const Fields& f) const {
+  if (!initialized()) f.fail("the first operation must be init");
+}
+
+Json ScriptRunner::State::dispatch(const Fields& f, const std::string& op) {
+  if (op == "init") return op_init(f);
+  require_init(f);
+  if (op == "use") return op_use(f, false);
+  if (op == "deref") return op_deref(f);
+  if (op == "promote") return op_promote(f);
+  if (op == "finalize") return op_finalize(f);
+  if (op == "reserve_decode") return op_reserve_decode(f);
+  if (op == "decode_use") return op_use(f, true);
+  if (op == "release_decode") return op_release_decode(f);
+  if (op == "sequence") return op_sequence(f);
+  if (op == "allocate") return op_allocate(f);
+  if (op == "generate") return op_generate(f);
+  if (op == "free") return op_free(f);
+  if (op == "prefill_cost") return op_prefill_cost(f);
+  if (op == "reserve_destination") return op_reserve_destination(f);
+  if (op == "activate_destination") return op_activate_destination(f);
+  if (op == "cancel_destination") return op_cancel_destination(f);
+  if (op == "stats") return op_stats(f);
+  if (op == "cached") return op_cached(f);
+  if (op == "block_table") return op_block_table(f);
+  if (op == "write") return op_write(f);
+  if (op == "verify") return op_verify(f);
+  f.fail("unknown op '" + op + "'");
+}
+
+Json ScriptRunner::State::op_init(const Fields& f) {
+  if (initialized()) f.fail("init may appear only once");
+  const std::string backend = f.string_or("backend", "native");
+  if (backend != "native" && backend != "kvbm") f.fail("backend must be \"native\" or \"kvbm\", not \"" + backend + "\"");
+  if (backend == "native" && f.has("eviction")) f.fail("eviction applies to the kvbm backend only");
+  if (f.u64_or("host_blocks", 0) != 0) f.fail("host_blocks: the offload tier is not available yet");
+  const g1::G1ManagerConfig config{
+      .capacity = static_cast<std::uint32_t>(f.u64("capacity")),
+      .block_size = static_cast<std::uint32_t>(f.u64("block_size")),
+      .dp_rank = static_cast<std::uint32_t>(f.u64_or("dp_rank", 0)),
+      .backend = backend == "kvbm" ? g1::G1Backend::Kvbm : g1::G1Backend::Native,
+      .enable_prefix_caching = f.boolean_or("prefix_caching", true)};
+  if (f.u64("capacity") > 0xFFFFFFF0ULL) f.fail("capacity is too large");
+  if (f.u64("block_size") > 0xFFFFFFFFULL || f.u64_or("dp_rank", 0) > 0xFFFFFFFFULL) f.fail("block_size or dp_rank is too large");
+
+  KvGeometry geometry;  // the small default: 2 layers x 2 heads x 64, bf16
+  PageLayout page_layout = PageLayout::PageMajor;
+  if (f.has("layout")) {
+    const auto& layout = f.raw("layout");
+    if (!layout.is_object()) f.fail("field 'layout' must be an object");
+    const Fields l(layout, f.line());
+    geometry.layers = static_cast<std::uint32_t>(l.u64_or("layers", geometry.layers));
+    geometry.kv_heads = static_cast<std::uint32_t>(l.u64_or("kv_heads", geometry.kv_heads));
+    geometry.head_dim = static_cast<std::uint32_t>(l.u64_or("head_dim", geometry.head_dim));
+    geometry.dtype = parse_dtype(l.string_or("dtype", "bf16"));
+    page_layout = parse_page_layout(l.string_or("kind", "page-major"));
+  }
+  geometry.tokens_per_block = config.block_size;
+
+  auto manager = std::make_unique<g1::G1Manager>(config, std::vector<std::shared_ptr<KvEventSink>>{sink_});
+  auto runtime = memory::make_runtime(memory::parse_runtime_choice(f.string_or("device", "auto")));
+  auto pool = std::make_unique<memory::KvPool>(*runtime, KvLayout(geometry, page_layout, config.capacity));
+  Json out;
+  out["backend"] = backend;
+  out["capacity"] = config.capacity;
+  out["block_size"] = config.block_size;
+  out["device"] = memory::runtime_kind_name(runtime->kind());
+  out["page_bytes"] = pool->layout().page_bytes();
+  runtime_ = std::move(runtime);
+  pool_ = std::move(pool);
+  manager_ = std::move(manager);
+  return out;
+}
+
+g1::OwnerId ScriptRunner::State::owner(const Fields& f, const char* name) {
+  const std::string label = f.string(name);
+  const auto [it, inserted] = owners_.try_emplace(label, g1::OwnerId(owners_.size() + 1));
+  return it->second;
+}
+
+UniqueBlock ScriptRunner::State::block(const Fields& f, const nlohmann::json& value, const std::string& what) {
+  if (value.is_string()) {
+    const std::string label = value.get<std::string>();
+    auto it = partial_by_label_.find(label);
+    if (it == partial_by_label_.end()) {
+      const Uuid uuid = Uuid::random();
+      it = partial_by_label_.emplace(label, uuid).first;
+      label_by_partial_.emplace(uuid, label);
+    }
+    return UniqueBlock::partial(it->second);
+  }
+  return UniqueBlock::full(SequenceHash(f.as_u64(value, what + " (a sequence hash or a partial label)")));
+}
+
+std::vector<UniqueBlock> ScriptRunner::State::blocks(const Fields& f, const char* name) {
+  const auto& value = f.raw(name);
+  if (!value.is_array()) f.fail(std::string("field '") + name + "' must be a list of blocks");
+  std::vector<UniqueBlock> out;
+  for (const auto& item : value) out.push_back(block(f, item, std::string("every entry of '") + name + "'"));
+  return out;
+}
+
+PositionalLineageHash ScriptRunner::State::plh(const Fields& f, const nlohmann::json& value,
+                                                const std::string& what) const {
+  if (!value.is_object()) return PositionalLineageHash(SequenceHash(f.as_u64(value, what)), std::nullopt, 0);
+  const Fields p(value, f.line());
+  std::optional<SequenceHash> parent;
+  if (p.has("parent")) parent = SequenceHash(p.u64("parent"));
+  return PositionalLineageHash(SequenceHash(p.u64("hash")), parent, p.u64_or("position", 0));
+}
+
+std::string ScriptRunner::State::partial_label(const Uuid& uuid) const {
+  const auto it = label_by_partial_.find(uuid);
+  return it == label_by_partial_.end() ? uuid.to_string() : it->second;
+}
+
+Json ScriptRunner::State::block_json(const UniqueBlock& block) const {
+  if (block.is_full()) return block.hash().value();
+  return partial_label(block.uuid());
+}
+
+std::uint64_t ScriptRunner::State::pattern_identity(const UniqueBlock& block) const {
+  if (block.is_full()) return block.hash().value();
+  const std::string label = partial_label(block.uuid());
+  return XXH3_64bits(label.data(), label.size());
+}
+
+Json ScriptRunner::State::acquire_json(const g1::G1Acquire& acquire) {
+  Json out;
+  switch (acquire.kind) {
+    case g1::G1Acquire::Kind::Ready:
+      out["result"] = "ready";
+      out["count"] = acquire.count;
+      break;
+    case g1::G1Acquire::Kind::CapacityExhausted:
+      out["result"] = "capacity_exhausted";
+      break;
+    case g1::G1Acquire::Kind::BlockedOnOffload:
+      out["result"] = "blocked_on_offload";
+      out["offload"] = acquire.offload_id;
+      break;
+  }
+  return out;
+}
+
+}  // namespace kvtier::script

@@ -1,0 +1,87 @@
+#pragma once
+// Private to the script runner: the state one script drives, and its operations.
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <unordered_map>
+
+#include "kvtier/core/active_sequence.hpp"
+#include "kvtier/core/kv_event_sink.hpp"
+#include "kvtier/g1/g1_manager.hpp"
+#include "kvtier/memory/kv_pool.hpp"
+#include "kvtier/memory/runtime.hpp"
+#include "kvtier/script/script_runner.hpp"
+#include "script_fields.hpp"
+
+namespace kvtier::script {
+
+using Json = nlohmann::ordered_json;
+
+class ScriptRunner::State {
+ public:
+  /// Runs one operation; throws ScriptError / kvtier::Error when refused.
+  Json dispatch(const Fields& fields, const std::string& op);
+  bool initialized() const noexcept { return manager_ != nullptr; }
+  /// Events published since the operation started, as JSON.
+  Json take_events();
+
+ private:
+  struct ScriptSequence {
+    ActiveSequence sequence;
+    g1::OwnerId owner;
+    std::size_t partials_labelled = 0;  // numbers the labels of its partial blocks
+  };
+  struct ScriptDestination {
+    g1::DestinationReservation reservation;
+    std::string sequence;
+  };
+
+  Json op_init(const Fields& f);
+  Json op_use(const Fields& f, bool decode);
+  Json op_deref(const Fields& f);
+  Json op_promote(const Fields& f);
+  Json op_finalize(const Fields& f);
+  Json op_reserve_decode(const Fields& f);
+  Json op_release_decode(const Fields& f);
+  Json op_sequence(const Fields& f);
+  Json op_allocate(const Fields& f);
+  Json op_generate(const Fields& f);
+  Json op_free(const Fields& f);
+  Json op_prefill_cost(const Fields& f);
+  Json op_reserve_destination(const Fields& f);
+  Json op_activate_destination(const Fields& f);
+  Json op_cancel_destination(const Fields& f);
+  Json op_stats(const Fields& f);
+  Json op_cached(const Fields& f);
+  Json op_block_table(const Fields& f);
+  Json op_write(const Fields& f);
+  Json op_verify(const Fields& f);
+
+  g1::OwnerId owner(const Fields& f, const char* name = "owner");
+  UniqueBlock block(const Fields& f, const nlohmann::json& value, const std::string& what);
+  std::vector<UniqueBlock> blocks(const Fields& f, const char* name);
+  PositionalLineageHash plh(const Fields& f, const nlohmann::json& value, const std::string& what) const;
+  UseSignal use_signal(const Fields& f);
+  ScriptSequence& sequence(const Fields& f, const char* name = "sequence");
+  /// Labels every partial block of the sequence the script has not seen yet.
+  void label_partials(ScriptSequence& entry, const std::string& id);
+  Json block_json(const UniqueBlock& block) const;
+  std::string partial_label(const Uuid& uuid) const;
+  std::uint64_t pattern_identity(const UniqueBlock& block) const;
+  void require_init(const Fields& f) const;
+  static Json acquire_json(const g1::G1Acquire& acquire);
+
+  std::unique_ptr<memory::Runtime> runtime_;
+  std::unique_ptr<memory::KvPool> pool_;
+  std::shared_ptr<RecordingEventSink> sink_ = std::make_shared<RecordingEventSink>();
+  std::unique_ptr<g1::G1Manager> manager_;
+  std::map<std::string, g1::OwnerId> owners_;
+  std::unordered_map<std::string, Uuid> partial_by_label_;
+  std::unordered_map<Uuid, std::string> label_by_partial_;
+  std::map<std::string, ScriptSequence> sequences_;
+  std::map<std::string, g1::DecodeReservation> decode_reservations_;
+  std::map<std::string, ScriptDestination> destinations_;
+};
+
+}  // namespace kvtier::script
