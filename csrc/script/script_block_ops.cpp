@@ -14,6 +14,12 @@ g1::OwnerId existing_owner(const std::map<std::string, g1::OwnerId>& owners, con
   return it->second;
 }
 
+Json page_list(std::span<const PageId> pages) {
+  Json list = Json::array();
+  for (PageId page : pages) list.push_back(page.value());
+  return list;
+}
+
 }  // namespace
 
 UseSignal ScriptRunner::State::use_signal(const Fields& f) {
@@ -133,38 +139,32 @@ Json ScriptRunner::State::op_cached(const Fields& f) {
 }
 
 Json ScriptRunner::State::op_block_table(const Fields& f) {
-  const g1::OwnerId id = existing_owner(owners_, *manager_, f);
-  Json pages = Json::array();
-  for (PageId page : manager_->block_table(id)) pages.push_back(page.value());
   Json out;
-  out["pages"] = std::move(pages);
+  out["pages"] = page_list(manager_->block_table(existing_owner(owners_, *manager_, f)));
   return out;
+}
+
+std::vector<std::uint64_t> ScriptRunner::State::pattern_identities(g1::OwnerId owner) const {
+  std::vector<std::uint64_t> identities;
+  for (const UniqueBlock& b : manager_->owned_blocks(owner)) identities.push_back(pattern_identity(b));
+  return identities;
 }
 
 Json ScriptRunner::State::op_write(const Fields& f) {
   const g1::OwnerId id = existing_owner(owners_, *manager_, f);
   const auto pages = manager_->block_table(id);
-  const auto owned = manager_->owned_blocks(id);
-  std::vector<std::uint64_t> identities;
-  for (const UniqueBlock& b : owned) identities.push_back(pattern_identity(b));
-  pool_->fill_pattern(pages, identities);
-  Json written = Json::array();
-  for (PageId page : pages) written.push_back(page.value());
+  pool_->fill_pattern(pages, pattern_identities(id));
   Json out;
-  out["written"] = std::move(written);
+  out["written"] = page_list(pages);
   return out;
 }
 
 Json ScriptRunner::State::op_verify(const Fields& f) {
   const g1::OwnerId id = existing_owner(owners_, *manager_, f);
   const auto pages = manager_->block_table(id);
-  std::vector<std::uint64_t> identities;
-  for (const UniqueBlock& b : manager_->owned_blocks(id)) identities.push_back(pattern_identity(b));
-  Json mismatches = Json::array();
-  for (PageId page : pool_->find_pattern_mismatches(pages, identities)) mismatches.push_back(page.value());
   Json out;
   out["verified"] = pages.size();
-  out["mismatches"] = std::move(mismatches);
+  out["mismatches"] = page_list(pool_->find_pattern_mismatches(pages, pattern_identities(id)));
   return out;
 }
 

@@ -69,6 +69,8 @@ class ScriptRunner::State {
   Json block_json(const UniqueBlock& block) const;
   std::string partial_label(const Uuid& uuid) const;
   std::uint64_t pattern_identity(const UniqueBlock& block) const;
+  /// Pattern identities of the blocks the owner's pages back now, in table order.
+  std::vector<std::uint64_t> pattern_identities(g1::OwnerId owner) const;
   void require_init(const Fields& f) const;
   static Json acquire_json(const g1::G1Acquire& acquire);
 
