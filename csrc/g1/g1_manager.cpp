@@ -4,6 +4,7 @@
 #include <string>
 
 #include "kvtier/core/errors.hpp"
+#include "kvtier/g1/kvbm_backend.hpp"
 #include "kvtier/g1/native_backend.hpp"
 
 namespace kvtier::g1 {
@@ -17,7 +18,9 @@ std::uint64_t next_manager_id() {
 std::unique_ptr<BlockManager> make_backend(const G1ManagerConfig& config, KvEventPublisher& publisher) {
   if (config.capacity == 0) throw ConfigError("G1 capacity must be at least one block");
   if (config.block_size < 2) throw ConfigError("block_size must be at least 2, got " + std::to_string(config.block_size));
-  if (config.backend == G1Backend::Kvbm) throw ConfigError("the KVBM G1 backend is not available yet");
+  if (config.backend == G1Backend::Kvbm) {
+    return std::make_unique<KvbmBackend>(config.capacity, config.block_size, config.eviction, publisher);
+  }
   return std::make_unique<NativeBackend>(config.capacity, config.block_size, config.enable_prefix_caching, publisher);
 }
 
@@ -31,6 +34,13 @@ G1Manager::G1Manager(G1ManagerConfig config, std::vector<std::shared_ptr<KvEvent
 }
 
 G1Manager::~G1Manager() = default;
+
+G1Manager G1Manager::with_eviction_backend(G1ManagerConfig config, EvictionBackend eviction,
+                                           std::vector<std::shared_ptr<KvEventSink>> sinks) {
+  config.backend = G1Backend::Kvbm;
+  config.eviction = eviction;
+  return G1Manager(config, std::move(sinks));
+}
 
 G1Acquire G1Manager::process_for_request(OwnerId owner, const MoveBlock& signal, std::size_t reusable_prefix_blocks) {
   if (const auto* use = std::get_if<UseSignal>(&signal); use && use->plhs.size() != use->full_block_count()) {

@@ -131,7 +131,8 @@ Json ScriptRunner::State::op_init(const Fields& f) {
       .block_size = static_cast<std::uint32_t>(f.u64("block_size")),
       .dp_rank = static_cast<std::uint32_t>(f.u64_or("dp_rank", 0)),
       .backend = backend == "kvbm" ? g1::G1Backend::Kvbm : g1::G1Backend::Native,
-      .enable_prefix_caching = f.boolean_or("prefix_caching", true)};
+      .enable_prefix_caching = f.boolean_or("prefix_caching", true),
+      .eviction = g1::parse_eviction_backend(f.string_or("eviction", "lineage"))};
   if (f.u64("capacity") > 0xFFFFFFF0ULL) f.fail("capacity is too large");
   if (f.u64("block_size") > 0xFFFFFFFFULL || f.u64_or("dp_rank", 0) > 0xFFFFFFFFULL) f.fail("block_size or dp_rank is too large");
 

@@ -7,6 +7,7 @@
 #include "kvtier/core/active_sequence.hpp"
 #include "kvtier/core/kv_event_publisher.hpp"
 #include "kvtier/g1/block_manager.hpp"
+#include "kvtier/g1/eviction_policy.hpp"
 
 namespace kvtier::offload {
 class OffloadEngine;
@@ -21,6 +22,8 @@ struct G1ManagerConfig {
   std::uint32_t dp_rank = 0;
   G1Backend backend = G1Backend::Native;
   bool enable_prefix_caching = true;
+  /// KVBM only: how the inactive pool picks victims.
+  EvictionBackend eviction = EvictionBackend::Lineage;
 };
 
 /// Swap-in answers of the offload calls (served only by the KVBM backend).
@@ -42,7 +45,11 @@ class G1Manager {
  public:
   /// Throws ConfigError for an impossible configuration.
   explicit G1Manager(G1ManagerConfig config, std::vector<std::shared_ptr<KvEventSink>> sinks = {});
+  /// Dynamo's `new_with_eviction_backend`: always the KVBM backend.
+  static G1Manager with_eviction_backend(G1ManagerConfig config, EvictionBackend eviction,
+                                         std::vector<std::shared_ptr<KvEventSink>> sinks = {});
   ~G1Manager();
+  G1Manager(G1Manager&&) = default;
   G1Manager(const G1Manager&) = delete;
   G1Manager& operator=(const G1Manager&) = delete;
 
@@ -77,6 +84,7 @@ class G1Manager {
   std::uint32_t dp_rank() const noexcept { return config_.dp_rank; }
   G1Backend backend() const noexcept { return config_.backend; }
   bool enable_prefix_caching() const noexcept { return config_.enable_prefix_caching; }
+  EvictionBackend eviction_backend() const noexcept { return config_.eviction; }
 
   bool has_owner(OwnerId owner) const { return backend_->has_owner(owner); }
   /// Physical page ids of the owner's blocks in request order — what a

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "kvtier/core/strong_id.hpp"
-#include "kvtier/g1/hash_index.hpp"
+#include "kvtier/g1/flat_index.hpp"
 
 namespace kvtier::g1 {
 

@@ -1,0 +1,37 @@
+#include "kvtier/g1/eviction_policy.hpp"
+
+#include <string>
+
+#include "kvtier/core/errors.hpp"
+#include "kvtier/g1/lineage_eviction_policy.hpp"
+#include "kvtier/g1/lru_eviction_policy.hpp"
+#include "kvtier/g1/multi_lru_eviction_policy.hpp"
+
+namespace kvtier::g1 {
+
+const char* eviction_backend_name(EvictionBackend backend) noexcept {
+  switch (backend) {
+    case EvictionBackend::Lineage: return "lineage";
+    case EvictionBackend::Lru: return "lru";
+    case EvictionBackend::MultiLru: return "multi_lru";
+  }
+  return "?";
+}
+
+EvictionBackend parse_eviction_backend(std::string_view name) {
+  for (EvictionBackend backend : {EvictionBackend::Lineage, EvictionBackend::Lru, EvictionBackend::MultiLru}) {
+    if (name == eviction_backend_name(backend)) return backend;
+  }
+  throw ConfigError("unknown eviction backend '" + std::string(name) + "' (expected lineage, lru or multi_lru)");
+}
+
+std::unique_ptr<EvictionPolicy> make_eviction_policy(EvictionBackend backend, std::uint32_t capacity) {
+  switch (backend) {
+    case EvictionBackend::Lru: return std::make_unique<LruEvictionPolicy>(capacity);
+    case EvictionBackend::MultiLru: return std::make_unique<MultiLruEvictionPolicy>(capacity);
+    case EvictionBackend::Lineage: break;
+  }
+  return std::make_unique<LineageEvictionPolicy>(capacity);
+}
+
+}  // namespace kvtier::g1

@@ -1,0 +1,549 @@
+#include "kvtier/g1/kvbm_backend.hpp"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "kvtier/core/errors.hpp"
+
+namespace kvtier::g1 {
+namespace {
+
+template <class... Fs>
+struct Overloaded : Fs... {
+  using Fs::operator()...;
+};
+
+std::string owner_text(OwnerId owner) { return std::to_string(owner.value()); }
+
+/// Builds the Stored runs of one operation: a reused block ends the run, a
+/// partial block is skipped without ending it.
+class StoredRuns {
+ public:
+  explicit StoredRuns(KvEventPublisher& publisher) : publisher_(publisher) {}
+  void add(std::optional<SequenceHash> parent, SequenceHash hash, std::uint64_t local,
+           const std::vector<TokenId>* token_ids) {
+    if (run_.blocks.empty()) {
+      run_.parent = parent;
+      run_.token_ids.reset();
+      if (token_ids) run_.token_ids.emplace();  // one Use gives token ids for all its blocks or none
+    }
+    if (run_.token_ids && token_ids) run_.token_ids->push_back(*token_ids);
+    run_.blocks.push_back({hash, LocalBlockHash(local)});
+  }
+  void gap() {
+    if (!run_.blocks.empty()) publisher_.publish_stored(StorageTier::Device, std::exchange(run_, KvStored{}));
+  }
+
+ private:
+  KvEventPublisher& publisher_;
+  KvStored run_;
+};
+
+}  // namespace
+
+KvbmBackend::KvbmBackend(std::uint32_t capacity, std::uint32_t block_size, EvictionBackend eviction,
+                         KvEventPublisher& publisher)
+    : capacity_(capacity),
+      block_size_(block_size),
+      publisher_(publisher),
+      policy_(make_eviction_policy(eviction, capacity)),
+      pages_(capacity),
+      registry_(capacity),
+      by_hash_(capacity) {
+  for (std::uint32_t page = capacity; page-- > 0;) return_page(page);
+}
+
+const KvbmBackend::OwnerTable& KvbmBackend::table(OwnerId owner) const {
+  const auto it = tables_.find(owner);
+  if (it == tables_.end()) throw ContractError("unknown owner " + owner_text(owner));
+  return it->second;
+}
+
+std::uint32_t KvbmBackend::registered_page(const PositionalLineageHash& plh) const { return registry_.find(plh); }
+
+std::uint32_t KvbmBackend::logical_refs(SequenceHash hash) const {
+  const std::uint32_t page = by_hash_.find(hash.value());
+  return page == HashIndex::kAbsent ? 0 : pages_[page].refs;
+}
+
+void KvbmBackend::return_page(std::uint32_t page) noexcept {
+  pages_[page] = Page{};
+  token_ids_.erase(page);
+  pages_[page].next_free = free_head_;
+  free_head_ = page;
+  ++free_count_;
+}
+
+std::size_t KvbmBackend::obtainable(std::span<const std::uint32_t> resurrecting) const {
+  std::vector<std::uint32_t> inactive;
+  for (std::uint32_t page : resurrecting) {
+    if (policy_->contains(PageId(page))) inactive.push_back(page);
+  }
+  std::sort(inactive.begin(), inactive.end());
+  const auto distinct = static_cast<std::size_t>(std::unique(inactive.begin(), inactive.end()) - inactive.begin());
+  return free_count_ + policy_->size() - distinct;
+}
+
+std::vector<std::uint32_t> KvbmBackend::take_pages(std::size_t count, std::vector<SequenceHash>& removed) {
+  std::vector<std::uint32_t> taken;
+  taken.reserve(count);
+  while (taken.size() < count) {
+    std::uint32_t page;
+    if (free_head_ != kNone) {
+      page = free_head_;
+      free_head_ = pages_[page].next_free;
+      --free_count_;
+    } else {
+      page = policy_->evict().value().value();
+      removed.emplace_back(pages_[page].hash);
+      unregister(page);
+    }
+    pages_[page] = Page{};
+    pages_[page].state = PageState::Held;
+    taken.push_back(page);
+  }
+  return taken;
+}
+
+void KvbmBackend::register_block(std::uint32_t page, const PositionalLineageHash& plh, SequenceHash hash,
+                                 std::optional<SequenceHash> parent, LocalBlockHash local,
+                                 const std::vector<TokenId>* token_ids) {
+  Page& p = pages_[page];
+  p.state = PageState::Registered;
+  p.plh = plh;
+  p.hash = hash.value();
+  p.has_parent = parent.has_value();
+  p.parent = parent ? parent->value() : 0;
+  p.local = local.value();
+  registry_.assign(plh, page);
+  if (by_hash_.find(hash.value()) == HashIndex::kAbsent) by_hash_.assign(hash.value(), page);
+  if (token_ids) token_ids_[page] = *token_ids;
+  policy_->touch(plh);
+}
+
+void KvbmBackend::unregister(std::uint32_t page) {
+  const Page& p = pages_[page];
+  if (registry_.find(p.plh) == page) registry_.erase(p.plh);
+  if (by_hash_.find(p.hash) == page) by_hash_.erase(p.hash);
+  token_ids_.erase(page);
+}
+
+void KvbmBackend::add_ref(std::uint32_t page) {
+  if (policy_->contains(PageId(page))) policy_->remove(PageId(page));
+  ++pages_[page].refs;
+  ++full_refs_;
+}
+
+void KvbmBackend::drop_ref(std::uint32_t page) {
+  Page& p = pages_[page];
+  --p.refs;
+  --full_refs_;
+  if (p.refs == 0 && p.pins == 0) policy_->insert(PageId(page), p.plh);
+}
+
+G1Acquire KvbmBackend::process(OwnerId owner, const MoveBlock& signal, std::size_t /*reusable_prefix_blocks*/) {
+  // KVBM matches by lineage on its own; the caller's reuse hint is not needed.
+  return std::visit(Overloaded{
+                        [&](const UseSignal& s) { return use(owner, s, nullptr); },
+                        [&](const DerefSignal& s) {
+                          deref(owner, s);
+                          return G1Acquire::ready(s.blocks.size());
+                        },
+                        [&](const PromoteSignal& s) {
+                          promote(owner, s);
+                          return G1Acquire::ready(1);
+                        },
+                    },
+                    signal);
+}
+
+void KvbmBackend::validate_use(const UseSignal& signal) const {
+  const std::size_t full = signal.full_block_count();
+  if (signal.plhs.size() != full) throw ContractError("PLHs must align with full blocks");
+  if (!signal.local_hashes.empty() && signal.local_hashes.size() != full) {
+    throw ContractError("local hashes must be empty or align with full blocks");
+  }
+  if (signal.token_ids && signal.token_ids->size() != full) throw ContractError("token ids must align with full blocks");
+  if (signal.parent && signal.parent->is_partial()) throw ContractError("the parent of a Use must be a full block");
+  for (std::size_t i = 0; i + 1 < signal.blocks.size(); ++i) {
+    if (signal.blocks[i].is_partial()) throw ContractError("only the last block of a Use may be partial");
+  }
+}
+
+std::vector<KvbmBackend::Classified> KvbmBackend::classify(const UseSignal& signal) const {
+  std::vector<Classified> out;
+  out.reserve(signal.blocks.size());
+  std::size_t full_index = 0;
+  for (const UniqueBlock& block : signal.blocks) {
+    if (block.is_partial()) {
+      const auto it = partials_.find(block.uuid());
+      out.push_back(it == partials_.end() ? Classified{Kind::Fresh, kNone} : Classified{Kind::ExistingPartial, it->second});
+      continue;
+    }
+    const std::uint32_t active = by_hash_.find(block.hash().value());
+    if (active != HashIndex::kAbsent && pages_[active].refs > 0) {
+      out.push_back({Kind::ActiveHit, active});
+    } else if (const std::uint32_t matched = registered_page(signal.plhs[full_index]); matched != kNone) {
+      out.push_back({Kind::Matched, matched});
+    } else {
+      out.push_back({Kind::Fresh, kNone});
+    }
+    ++full_index;
+  }
+  return out;
+}
+
+G1Acquire KvbmBackend::use(OwnerId owner, const UseSignal& signal, std::vector<std::uint32_t>* decode_slots) {
+  validate_use(signal);
+  const std::vector<Classified> classes = classify(signal);
+  std::vector<std::uint32_t> matched;
+  std::size_t fresh = 0;
+  for (const Classified& c : classes) {
+    if (c.kind == Kind::Matched) matched.push_back(c.page);
+    if (c.kind == Kind::Fresh) ++fresh;
+  }
+  if (decode_slots != nullptr) {
+    if (fresh > decode_slots->size()) throw ContractError("reserved decode allocation must be infallible");
+  } else if (fresh > obtainable(matched)) {
+    return G1Acquire::capacity_exhausted();  // nothing moved
+  }
+
+  // Matches leave the inactive pool before any eviction can pick them.
+  std::size_t full_index = 0;
+  for (std::size_t i = 0; i < classes.size(); ++i) {
+    if (signal.blocks[i].is_partial()) continue;
+    if (classes[i].kind == Kind::Matched) {
+      if (policy_->contains(PageId(classes[i].page))) policy_->remove(PageId(classes[i].page));
+      policy_->touch(signal.plhs[full_index]);
+    }
+    ++full_index;
+  }
+  std::vector<SequenceHash> removed;
+  std::vector<std::uint32_t> slots;
+  if (decode_slots != nullptr) {
+    slots.assign(decode_slots->end() - static_cast<std::ptrdiff_t>(fresh), decode_slots->end());
+    decode_slots->resize(decode_slots->size() - fresh);
+  } else {
+    slots = take_pages(fresh, removed);
+  }
+
+  OwnerTable& owned = tables_[owner];
+  StoredRuns runs(publisher_);
+  std::optional<SequenceHash> cursor;
+  if (signal.parent) cursor = signal.parent->hash();
+  std::size_t next_slot = 0;
+  full_index = 0;
+  for (std::size_t i = 0; i < signal.blocks.size(); ++i) {
+    const UniqueBlock& block = signal.blocks[i];
+    std::uint32_t page = classes[i].page;
+    if (block.is_partial()) {
+      if (classes[i].kind == Kind::Fresh) {
+        page = slots[next_slot++];
+        pages_[page].state = PageState::Partial;
+        partials_.emplace(block.uuid(), page);
+      }
+      owned.pages.emplace_back(page);
+      owned.blocks.push_back(block);
+      continue;
+    }
+    const PositionalLineageHash& plh = signal.plhs[full_index];
+    const LocalBlockHash local = signal.local_hashes.empty() ? LocalBlockHash(0) : signal.local_hashes[full_index];
+    const std::vector<TokenId>* ids = signal.token_ids ? &(*signal.token_ids)[full_index] : nullptr;
+    ++full_index;
+    if (classes[i].kind == Kind::Fresh) {
+      const std::uint32_t slot = slots[next_slot++];
+      const std::uint32_t canonical = registered_page(plh);
+      if (canonical != kNone) {
+        // Reject duplication: the second registration adopts the canonical block.
+        return_page(slot);
+        page = canonical;
+        add_ref(page);
+        runs.gap();
+      } else {
+        page = slot;
+        register_block(page, plh, block.hash(), cursor, local, ids);
+        ++pages_[page].refs;
+        ++full_refs_;
+        runs.add(cursor, block.hash(), local.value(), ids);
+      }
+    } else {
+      ++pages_[page].refs;  // active hit or match: already out of the inactive pool
+      ++full_refs_;
+      runs.gap();
+    }
+    owned.pages.emplace_back(page);
+    owned.blocks.push_back(block);
+    cursor = block.hash();
+  }
+  runs.gap();
+  publisher_.publish_removed(StorageTier::Device, KvRemoved{std::move(removed)});
+  return G1Acquire::ready(signal.blocks.size());
+}
+
+void KvbmBackend::deref(OwnerId owner, const DerefSignal& signal) {
+  const auto it = tables_.find(owner);
+  if (it == tables_.end()) throw ContractError("unknown owner " + owner_text(owner));
+  OwnerTable& owned = it->second;
+  const std::size_t n = owned.blocks.size();
+  if (signal.blocks.size() > n) throw ContractError("Deref lists more blocks than owner " + owner_text(owner) + " owns");
+  std::vector<PositionalLineageHash> going_inactive;
+  std::unordered_map<std::uint32_t, std::uint32_t> drops;
+  for (std::size_t i = 0; i < signal.blocks.size(); ++i) {
+    const UniqueBlock& block = signal.blocks[i];
+    if (block != owned.blocks[n - 1 - i]) {
+      throw ContractError("Deref must list owner " + owner_text(owner) + "'s last blocks leaf first; block " +
+                          block.to_string() + " is out of order");
+    }
+    const std::uint32_t page = owned.pages[n - 1 - i].value();
+    if (block.is_partial()) {
+      if (!partials_.contains(block.uuid()) || drops[page]++ > 0) {
+        throw ContractError("partial block not found: " + block.uuid().to_string());
+      }
+      continue;
+    }
+    const Page& p = pages_[page];
+    if (p.state != PageState::Registered || p.refs <= drops[page]) throw ContractError("block " + block.to_string() + " is not active");
+    if (p.refs == ++drops[page] && p.pins == 0) going_inactive.push_back(p.plh);
+  }
+  policy_->check_insertable(going_inactive);
+  for (std::size_t i = 0; i < signal.blocks.size(); ++i) {
+    const UniqueBlock block = owned.blocks.back();
+    const std::uint32_t page = owned.pages.back().value();
+    if (block.is_partial()) {
+      partials_.erase(block.uuid());
+      return_page(page);
+    } else {
+      drop_ref(page);
+    }
+    owned.pages.pop_back();
+    owned.blocks.pop_back();
+  }
+  if (owned.blocks.empty()) tables_.erase(it);
+}
+
+void KvbmBackend::promote(OwnerId owner, const PromoteSignal& signal) {
+  const auto it = tables_.find(owner);
+  const auto partial = partials_.find(signal.uuid);
+  if (it == tables_.end() || partial == partials_.end() || it->second.blocks.empty() ||
+      !it->second.blocks.back().is_partial() || it->second.blocks.back().uuid() != signal.uuid) {
+    throw ContractError("partial block not found: " + signal.uuid.to_string() + " is not owner " + owner_text(owner) +
+                        "'s last block");
+  }
+  OwnerTable& owned = it->second;
+  const std::uint32_t own_page = partial->second;
+  std::uint32_t existing = by_hash_.find(signal.hash.value());
+  if (existing == HashIndex::kAbsent || pages_[existing].refs == 0) existing = registered_page(signal.plh);
+  partials_.erase(partial);
+  owned.blocks.back() = UniqueBlock::full(signal.hash);
+  if (existing != kNone) {
+    // Adopt the canonical block: the request's table shows its page from now on.
+    return_page(own_page);
+    policy_->touch(signal.plh);
+    add_ref(existing);
+    owned.pages.back() = PageId(existing);
+    return;
+  }
+  const std::vector<TokenId>* ids = signal.token_ids ? &*signal.token_ids : nullptr;
+  register_block(own_page, signal.plh, signal.hash, signal.parent, signal.local, ids);
+  ++pages_[own_page].refs;
+  ++full_refs_;
+  KvStored stored{.parent = signal.parent, .blocks = {{signal.hash, signal.local}}, .token_ids = std::nullopt};
+  if (ids) stored.token_ids = BlockTokenIds{*ids};
+  publisher_.publish_stored(StorageTier::Device, std::move(stored));
+}
+
+PrefillCost KvbmBackend::prefill_cost(const ActiveSequence& sequence) const {
+  std::size_t overlap = 0;
+  std::size_t active = 0;
+  if (sequence.enable_prefix_caching()) {
+    for (std::size_t i = 0; i < sequence.blocks().size(); ++i) {
+      const UniqueBlock& block = sequence.blocks()[i];
+      if (block.is_partial()) break;
+      const std::uint32_t page = by_hash_.find(block.hash().value());
+      if (page != HashIndex::kAbsent && pages_[page].refs > 0) {
+        ++overlap;
+        ++active;
+      } else if (registered_page(sequence.plh(i)) != kNone) {
+        ++overlap;
+      } else {
+        break;
+      }
+    }
+  }
+  const std::size_t length = sequence.num_input_tokens();
+  PrefillCost cost;
+  cost.new_blocks = sequence.blocks().size() - overlap;
+  cost.cached_tokens = std::min(overlap * block_size_, length);
+  cost.active_cached_tokens = std::min(active * block_size_, length);
+  cost.new_tokens = length - cost.cached_tokens;
+  return cost;
+}
+
+std::optional<std::uint64_t> KvbmBackend::reserve_decode_blocks(std::size_t blocks) {
+  if (blocks > obtainable({})) return std::nullopt;
+  std::vector<SequenceHash> removed;
+  auto slots = take_pages(blocks, removed);
+  publisher_.publish_removed(StorageTier::Device, KvRemoved{std::move(removed)});
+  const std::uint64_t id = next_reservation_id_++;
+  decode_reservations_.emplace(id, std::move(slots));
+  return id;
+}
+
+G1Acquire KvbmBackend::process_decode(OwnerId owner, const MoveBlock& signal, std::uint64_t reservation) {
+  const auto it = decode_reservations_.find(reservation);
+  if (it == decode_reservations_.end()) throw ContractError("unknown decode reservation " + std::to_string(reservation));
+  if (const auto* use_signal = std::get_if<UseSignal>(&signal)) return use(owner, *use_signal, &it->second);
+  return process(owner, signal, 0);
+}
+
+void KvbmBackend::release_decode(std::uint64_t reservation) {
+  const auto it = decode_reservations_.find(reservation);
+  if (it == decode_reservations_.end()) throw ContractError("unknown decode reservation " + std::to_string(reservation));
+  for (std::uint32_t page : it->second) return_page(page);
+  decode_reservations_.erase(it);
+}
+
+std::optional<BlockManager::DestinationGrant> KvbmBackend::reserve_destination(OwnerId owner,
+                                                                               const ActiveSequence& sequence,
+                                                                               double /*now_ms*/) {
+  if (tables_.contains(owner)) throw ContractError("destination owner " + owner_text(owner) + " already owns blocks");
+  if (sequence.block_size() != block_size_) throw ContractError("sequence block size differs from the manager's");
+  const std::size_t prompt_blocks = (sequence.num_input_tokens() + block_size_ - 1) / block_size_;
+  Destination d;
+  d.owner = owner;
+  d.blocks.assign(sequence.blocks().begin(), sequence.blocks().begin() + static_cast<std::ptrdiff_t>(prompt_blocks));
+  for (std::size_t i = 0; i < prompt_blocks && d.blocks[i].is_full(); ++i) {
+    d.plhs.push_back(sequence.plh(i));
+    if (sequence.enable_prefix_caching()) d.local_hashes.push_back(sequence.local_hash(i));
+  }
+  if (sequence.emits_token_ids()) {
+    d.token_ids.emplace();
+    for (std::size_t i = 0; i < d.plhs.size(); ++i) {
+      const auto first = sequence.tokens().begin() + static_cast<std::ptrdiff_t>(i * block_size_);
+      d.token_ids->emplace_back(first, first + block_size_);
+    }
+  }
+  for (std::size_t i = 0; i < d.plhs.size(); ++i) {
+    std::uint32_t page = by_hash_.find(d.blocks[i].hash().value());
+    if (page == HashIndex::kAbsent || pages_[page].refs == 0) page = registered_page(d.plhs[i]);
+    if (page == kNone) break;
+    d.prefix_pages.push_back(page);
+  }
+  const std::size_t fresh = prompt_blocks - d.prefix_pages.size();
+  if (fresh > obtainable(d.prefix_pages)) return std::nullopt;
+  for (std::size_t i = 0; i < d.prefix_pages.size(); ++i) {
+    const std::uint32_t page = d.prefix_pages[i];
+    if (policy_->contains(PageId(page))) policy_->remove(PageId(page));
+    policy_->touch(d.plhs[i]);
+    ++pages_[page].pins;
+  }
+  std::vector<SequenceHash> removed;
+  d.slots = take_pages(fresh, removed);
+  publisher_.publish_removed(StorageTier::Device, KvRemoved{std::move(removed)});
+  const std::uint64_t id = next_reservation_id_++;
+  const std::size_t transferable = fresh * block_size_;
+  destinations_.emplace(id, std::move(d));
+  return DestinationGrant{id, transferable};
+}
+
+void KvbmBackend::activate_destination(std::uint64_t reservation) {
+  const auto it = destinations_.find(reservation);
+  if (it == destinations_.end()) throw ContractError("unknown destination reservation " + std::to_string(reservation));
+  Destination& d = it->second;
+  if (tables_.contains(d.owner)) throw ContractError("destination owner " + owner_text(d.owner) + " already owns blocks");
+  if (!d.blocks.empty() && d.blocks.back().is_partial() && partials_.contains(d.blocks.back().uuid())) {
+    throw ContractError("partial block " + d.blocks.back().uuid().to_string() + " is already allocated");
+  }
+  OwnerTable& owned = tables_[d.owner];
+  StoredRuns runs(publisher_);
+  std::size_t next_slot = 0;
+  for (std::size_t i = 0; i < d.blocks.size(); ++i) {
+    const UniqueBlock& block = d.blocks[i];
+    std::uint32_t page;
+    if (i < d.prefix_pages.size()) {
+      page = d.prefix_pages[i];
+      --pages_[page].pins;
+      ++pages_[page].refs;
+      ++full_refs_;
+      runs.gap();
+    } else if (block.is_partial()) {
+      page = d.slots[next_slot++];
+      pages_[page].state = PageState::Partial;
+      partials_.emplace(block.uuid(), page);
+    } else {
+      const std::uint32_t slot = d.slots[next_slot++];
+      const std::uint32_t canonical = registered_page(d.plhs[i]);
+      const std::optional<SequenceHash> parent =
+          i == 0 ? std::nullopt : std::optional<SequenceHash>(d.blocks[i - 1].hash());
+      if (canonical != kNone) {
+        // Registered meanwhile: adopt it and give the reserved page back.
+        return_page(slot);
+        page = canonical;
+        add_ref(page);
+        runs.gap();
+      } else {
+        page = slot;
+        const LocalBlockHash local = d.local_hashes.empty() ? LocalBlockHash(0) : d.local_hashes[i];
+        const std::vector<TokenId>* ids = d.token_ids ? &(*d.token_ids)[i] : nullptr;
+        register_block(page, d.plhs[i], block.hash(), parent, local, ids);
+        ++pages_[page].refs;
+        ++full_refs_;
+        runs.add(parent, block.hash(), local.value(), ids);
+      }
+    }
+    owned.pages.emplace_back(page);
+    owned.blocks.push_back(block);
+  }
+  runs.gap();
+  destinations_.erase(it);
+}
+
+void KvbmBackend::cancel_destination(std::uint64_t reservation) {
+  const auto it = destinations_.find(reservation);
+  if (it == destinations_.end()) throw ContractError("unknown destination reservation " + std::to_string(reservation));
+  Destination& d = it->second;
+  std::vector<PositionalLineageHash> going_inactive;
+  for (auto page = d.prefix_pages.rbegin(); page != d.prefix_pages.rend(); ++page) {
+    if (pages_[*page].pins == 1 && pages_[*page].refs == 0) going_inactive.push_back(pages_[*page].plh);
+  }
+  policy_->check_insertable(going_inactive);
+  for (auto page = d.prefix_pages.rbegin(); page != d.prefix_pages.rend(); ++page) {
+    Page& p = pages_[*page];
+    if (--p.pins == 0 && p.refs == 0) policy_->insert(PageId(*page), p.plh);  // leaf first
+  }
+  for (std::uint32_t slot : d.slots) return_page(slot);
+  destinations_.erase(it);
+}
+
+G1Metrics KvbmBackend::metrics() const {
+  const std::size_t available = free_count_ + policy_->size();
+  return G1Metrics{.active_blocks = capacity_ - available,
+                   .active_block_refs = partials_.size() + full_refs_,
+                   .inactive_blocks = policy_->size(),
+                   .capacity = capacity_};
+}
+
+std::span<const PageId> KvbmBackend::block_table(OwnerId owner) const { return table(owner).pages; }
+
+std::span<const UniqueBlock> KvbmBackend::owned_blocks(OwnerId owner) const { return table(owner).blocks; }
+
+std::vector<OwnerId> KvbmBackend::owners() const {
+  std::vector<OwnerId> out;
+  out.reserve(tables_.size());
+  for (const auto& [owner, owned] : tables_) out.push_back(owner);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::size_t KvbmBackend::metadata_bytes() const {
+  std::size_t bytes = pages_.capacity() * sizeof(Page) + registry_.memory_bytes() + by_hash_.memory_bytes() +
+                      policy_->metadata_bytes();
+  for (const auto& [owner, owned] : tables_) {
+    bytes += sizeof(OwnerId) + sizeof(OwnerTable) + owned.pages.capacity() * sizeof(PageId) +
+             owned.blocks.capacity() * sizeof(UniqueBlock);
+  }
+  return bytes;
+}
+
+}  // namespace kvtier::g1

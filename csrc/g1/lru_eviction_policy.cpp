@@ -1,0 +1,35 @@
+#include "kvtier/g1/lru_eviction_policy.hpp"
+
+#include <string>
+
+#include "kvtier/core/errors.hpp"
+
+namespace kvtier::g1 {
+
+LruEvictionPolicy::LruEvictionPolicy(std::uint32_t capacity) : links_(capacity), list_(links_, 0), plhs_(capacity) {}
+
+void LruEvictionPolicy::check_insertable(std::span<const PositionalLineageHash>) const {}
+
+void LruEvictionPolicy::insert(PageId page, const PositionalLineageHash& plh) {
+  if (contains(page)) throw ContractError("page " + std::to_string(page.value()) + " is already inactive");
+  plhs_[page.value()] = plh;
+  list_.push_back(page.value());
+}
+
+void LruEvictionPolicy::remove(PageId page) {
+  if (!contains(page)) throw ContractError("page " + std::to_string(page.value()) + " is not inactive");
+  list_.unlink(page.value());
+}
+
+std::optional<PageId> LruEvictionPolicy::evict() {
+  if (list_.empty()) return std::nullopt;
+  const std::uint32_t page = list_.front();
+  list_.unlink(page);
+  return PageId(page);
+}
+
+std::size_t LruEvictionPolicy::metadata_bytes() const {
+  return links_.memory_bytes() + plhs_.capacity() * sizeof(PositionalLineageHash);
+}
+
+}  // namespace kvtier::g1

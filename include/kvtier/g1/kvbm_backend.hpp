@@ -1,0 +1,118 @@
+#pragma once
+#include <unordered_map>
+
+#include "kvtier/core/kv_event_publisher.hpp"
+#include "kvtier/g1/block_manager.hpp"
+#include "kvtier/g1/eviction_policy.hpp"
+#include "kvtier/g1/flat_index.hpp"
+
+namespace kvtier::g1 {
+
+/// The KVBM-style G1 backend with N2 transactional semantics (spec §2.5):
+/// a registry keyed by positional lineage hash, one canonical page per
+/// registered block with a logical owner count, eager visibility (Stored at
+/// Use time), the Reject duplication policy (a second registration adopts the
+/// canonical block), and an inactive pool ordered by an EvictionPolicy.
+/// A Use that cannot get its pages changes nothing, not even eviction order.
+class KvbmBackend final : public BlockManager {
+ public:
+  KvbmBackend(std::uint32_t capacity, std::uint32_t block_size, EvictionBackend eviction, KvEventPublisher& publisher);
+
+  G1Acquire process(OwnerId owner, const MoveBlock& signal, std::size_t reusable_prefix_blocks) override;
+  void finalize_computed_prefix(OwnerId, std::size_t, std::size_t) override {}
+  PrefillCost prefill_cost(const ActiveSequence& sequence) const override;
+  std::optional<std::uint64_t> reserve_decode_blocks(std::size_t blocks) override;
+  G1Acquire process_decode(OwnerId owner, const MoveBlock& signal, std::uint64_t reservation) override;
+  void release_decode(std::uint64_t reservation) override;
+  std::optional<DestinationGrant> reserve_destination(OwnerId owner, const ActiveSequence& sequence,
+                                                      double now_ms) override;
+  void activate_destination(std::uint64_t reservation) override;
+  void cancel_destination(std::uint64_t reservation) override;
+  G1Metrics metrics() const override;
+  bool has_owner(OwnerId owner) const override { return tables_.contains(owner); }
+  std::span<const PageId> block_table(OwnerId owner) const override;
+  std::span<const UniqueBlock> owned_blocks(OwnerId owner) const override;
+  std::vector<OwnerId> owners() const override;
+  bool is_cached(SequenceHash hash) const override { return by_hash_.find(hash.value()) != HashIndex::kAbsent; }
+  std::size_t metadata_bytes() const override;
+
+  /// The registered block's logical owner count (0 when inactive or unknown).
+  std::uint32_t logical_refs(SequenceHash hash) const;
+  const EvictionPolicy& eviction_policy() const noexcept { return *policy_; }
+
+ private:
+  static constexpr std::uint32_t kNone = 0xFFFFFFFFU;
+  enum class PageState : std::uint8_t { Reset, Held, Partial, Registered };
+  /// One physical page. Registered pages carry their block's metadata (the
+  /// registry entry); `refs` are logical owners, `pins` reservation holds.
+  struct Page {
+    PositionalLineageHash plh;
+    std::uint64_t hash = 0;
+    std::uint64_t parent = 0;
+    std::uint64_t local = 0;
+    std::uint32_t refs = 0;
+    std::uint32_t pins = 0;
+    std::uint32_t next_free = kNone;
+    PageState state = PageState::Reset;
+    bool has_parent = false;
+  };
+  struct OwnerTable {
+    std::vector<PageId> pages;
+    std::vector<UniqueBlock> blocks;
+  };
+  enum class Kind : std::uint8_t { ActiveHit, Matched, ExistingPartial, Fresh };
+  struct Classified {
+    Kind kind;
+    std::uint32_t page;
+  };
+  struct Destination {
+    OwnerId owner;
+    std::vector<UniqueBlock> blocks;
+    std::vector<PositionalLineageHash> plhs;
+    std::vector<LocalBlockHash> local_hashes;
+    std::optional<BlockTokenIds> token_ids;
+    std::vector<std::uint32_t> prefix_pages;  // pinned
+    std::vector<std::uint32_t> slots;         // held for the rest
+  };
+
+  G1Acquire use(OwnerId owner, const UseSignal& signal, std::vector<std::uint32_t>* decode_slots);
+  void validate_use(const UseSignal& signal) const;
+  std::vector<Classified> classify(const UseSignal& signal) const;
+  void deref(OwnerId owner, const DerefSignal& signal);
+  void promote(OwnerId owner, const PromoteSignal& signal);
+  const OwnerTable& table(OwnerId owner) const;
+
+  /// How many pages an all-or-nothing allocation could get, not counting
+  /// inactive pages that are about to be taken back by a match.
+  std::size_t obtainable(std::span<const std::uint32_t> resurrecting) const;
+  /// Takes `count` pages, reset ones first, then victims; appends evicted
+  /// registered hashes to `removed`. Precondition: obtainable >= count.
+  std::vector<std::uint32_t> take_pages(std::size_t count, std::vector<SequenceHash>& removed);
+  void return_page(std::uint32_t page) noexcept;
+  /// One more logical owner; an inactive page is taken back from the pool.
+  void add_ref(std::uint32_t page);
+  void drop_ref(std::uint32_t page);
+  void register_block(std::uint32_t page, const PositionalLineageHash& plh, SequenceHash hash,
+                      std::optional<SequenceHash> parent, LocalBlockHash local, const std::vector<TokenId>* token_ids);
+  void unregister(std::uint32_t page);
+  std::uint32_t registered_page(const PositionalLineageHash& plh) const;
+
+  std::uint32_t capacity_;
+  std::uint32_t block_size_;
+  KvEventPublisher& publisher_;
+  std::unique_ptr<EvictionPolicy> policy_;
+  std::vector<Page> pages_;
+  FlatIndex<PositionalLineageHash> registry_;  // PLH -> page, every registered block
+  HashIndex by_hash_;                          // sequence hash -> page (first registered wins)
+  std::unordered_map<std::uint32_t, std::vector<TokenId>> token_ids_;  // by page, only when given
+  std::unordered_map<Uuid, std::uint32_t> partials_;
+  std::uint32_t free_head_ = kNone;
+  std::uint32_t free_count_ = 0;
+  std::size_t full_refs_ = 0;
+  std::unordered_map<OwnerId, OwnerTable> tables_;
+  std::unordered_map<std::uint64_t, std::vector<std::uint32_t>> decode_reservations_;
+  std::unordered_map<std::uint64_t, Destination> destinations_;
+  std::uint64_t next_reservation_id_ = 1;
+};
+
+}  // namespace kvtier::g1

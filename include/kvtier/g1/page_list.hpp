@@ -1,0 +1,53 @@
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace kvtier::g1 {
+
+/// prev/next links of every page, shared by the intrusive lists built on them.
+struct PageLinks {
+  static constexpr std::uint32_t kNone = 0xFFFFFFFFU;
+  explicit PageLinks(std::uint32_t capacity) : prev(capacity, kNone), next(capacity, kNone), list(capacity, kNone) {}
+  std::vector<std::uint32_t> prev;
+  std::vector<std::uint32_t> next;
+  std::vector<std::uint32_t> list;  // id of the list holding the page, kNone when in none
+  std::size_t memory_bytes() const noexcept { return 3 * prev.capacity() * sizeof(std::uint32_t); }
+};
+
+/// An intrusive doubly linked list of pages over shared PageLinks: O(1)
+/// push to the tail, unlink and pop from the head.
+class PageList {
+ public:
+  PageList(PageLinks& links, std::uint32_t id) : links_(&links), id_(id) {}
+
+  bool contains(std::uint32_t page) const noexcept { return links_->list[page] == id_; }
+  bool empty() const noexcept { return head_ == PageLinks::kNone; }
+  std::size_t size() const noexcept { return size_; }
+  std::uint32_t front() const noexcept { return head_; }
+
+  void push_back(std::uint32_t page) noexcept {
+    links_->prev[page] = tail_;
+    links_->next[page] = PageLinks::kNone;
+    (tail_ == PageLinks::kNone ? head_ : links_->next[tail_]) = page;
+    tail_ = page;
+    links_->list[page] = id_;
+    ++size_;
+  }
+  void unlink(std::uint32_t page) noexcept {
+    const std::uint32_t prev = links_->prev[page];
+    const std::uint32_t next = links_->next[page];
+    (prev == PageLinks::kNone ? head_ : links_->next[prev]) = next;
+    (next == PageLinks::kNone ? tail_ : links_->prev[next]) = prev;
+    links_->prev[page] = links_->next[page] = links_->list[page] = PageLinks::kNone;
+    --size_;
+  }
+
+ private:
+  PageLinks* links_;
+  std::uint32_t id_;
+  std::uint32_t head_ = PageLinks::kNone;
+  std::uint32_t tail_ = PageLinks::kNone;
+  std::size_t size_ = 0;
+};
+
+}  // namespace kvtier::g1
