@@ -26,8 +26,6 @@ constexpr std::uint64_t low_bits(std::uint64_t value, unsigned bits) {
   return bits >= 64 ? value : value & ((std::uint64_t{1} << bits) - 1);
 }
 
-u128 pack(std::uint64_t high, std::uint64_t low) { return (u128{high} << 64) | low; }
-
 }  // namespace
 
 PositionalLineageHash::PositionalLineageHash(SequenceHash current, std::optional<SequenceHash> parent,
@@ -47,20 +45,6 @@ PositionalLineageHash::PositionalLineageHash(SequenceHash current, std::optional
                      u128{low_bits(current.value(), current_bits)};
   high_ = static_cast<std::uint64_t>(value >> 64);
   low_ = static_cast<std::uint64_t>(value);
-}
-
-std::uint64_t PositionalLineageHash::position() const noexcept {
-  const ModeWidths widths = kModes[mode() % kModes.size()];
-  return low_bits(static_cast<std::uint64_t>(pack(high_, low_) >> (2 * widths.fragment)), widths.position);
-}
-
-std::uint64_t PositionalLineageHash::current_fragment() const noexcept {
-  return low_bits(low_, kModes[mode() % kModes.size()].fragment);
-}
-
-std::uint64_t PositionalLineageHash::parent_fragment() const noexcept {
-  const ModeWidths widths = kModes[mode() % kModes.size()];
-  return low_bits(static_cast<std::uint64_t>(pack(high_, low_) >> widths.fragment), widths.fragment);
 }
 
 std::string PositionalLineageHash::to_string() const {

@@ -49,8 +49,8 @@ KvbmBackend::KvbmBackend(std::uint32_t capacity, std::uint32_t block_size, Evict
       publisher_(publisher),
       policy_(make_eviction_policy(eviction, capacity)),
       pages_(capacity),
-      registry_(capacity),
-      by_hash_(capacity) {
+      registry_(capacity, PlhOfPage{&pages_}),
+      by_hash_(capacity, HashOfPage{&pages_}) {
   for (std::uint32_t page = capacity; page-- > 0;) return_page(page);
 }
 
@@ -64,13 +64,13 @@ std::uint32_t KvbmBackend::registered_page(const PositionalLineageHash& plh) con
 
 std::uint32_t KvbmBackend::logical_refs(SequenceHash hash) const {
   const std::uint32_t page = by_hash_.find(hash.value());
-  return page == HashIndex::kAbsent ? 0 : pages_[page].refs;
+  return page == kNone ? 0 : pages_[page].refs;
 }
 
 void KvbmBackend::return_page(std::uint32_t page) noexcept {
+  if (pages_[page].flags & kHasTokenIds) token_ids_.erase(page);
   pages_[page] = Page{};
-  token_ids_.erase(page);
-  pages_[page].next_free = free_head_;
+  pages_[page].refs = free_head_;
   free_head_ = page;
   ++free_count_;
 }
@@ -92,7 +92,7 @@ std::vector<std::uint32_t> KvbmBackend::take_pages(std::size_t count, std::vecto
     std::uint32_t page;
     if (free_head_ != kNone) {
       page = free_head_;
-      free_head_ = pages_[page].next_free;
+      free_head_ = pages_[page].refs;
       --free_count_;
     } else {
       page = policy_->evict().value().value();
@@ -106,27 +106,32 @@ std::vector<std::uint32_t> KvbmBackend::take_pages(std::size_t count, std::vecto
   return taken;
 }
 
-void KvbmBackend::register_block(std::uint32_t page, const PositionalLineageHash& plh, SequenceHash hash,
-                                 std::optional<SequenceHash> parent, LocalBlockHash local,
-                                 const std::vector<TokenId>* token_ids) {
+std::uint32_t KvbmBackend::register_block(std::uint32_t page, const PositionalLineageHash& plh, SequenceHash hash,
+                                          std::optional<SequenceHash> parent, LocalBlockHash local,
+                                          const std::vector<TokenId>* token_ids) {
   Page& p = pages_[page];
-  p.state = PageState::Registered;
   p.plh = plh;
+  const std::uint32_t canonical = registry_.insert_or_find(page);
+  if (canonical != page) return canonical;
+  p.state = PageState::Registered;
   p.hash = hash.value();
-  p.has_parent = parent.has_value();
+  p.flags = parent ? kHasParent : 0;
   p.parent = parent ? parent->value() : 0;
   p.local = local.value();
-  registry_.assign(plh, page);
-  if (by_hash_.find(hash.value()) == HashIndex::kAbsent) by_hash_.assign(hash.value(), page);
-  if (token_ids) token_ids_[page] = *token_ids;
+  by_hash_.insert_or_find(page);
+  if (token_ids) {
+    token_ids_[page] = *token_ids;
+    p.flags |= kHasTokenIds;
+  }
   policy_->touch(plh);
+  return page;
 }
 
 void KvbmBackend::unregister(std::uint32_t page) {
-  const Page& p = pages_[page];
-  if (registry_.find(p.plh) == page) registry_.erase(p.plh);
-  if (by_hash_.find(p.hash) == page) by_hash_.erase(p.hash);
-  token_ids_.erase(page);
+  registry_.erase(page);
+  by_hash_.erase(page);
+  if (pages_[page].flags & kHasTokenIds) token_ids_.erase(page);
+  pages_[page].flags &= static_cast<std::uint8_t>(~kHasTokenIds);
 }
 
 void KvbmBackend::add_ref(std::uint32_t page) {
@@ -182,7 +187,7 @@ std::vector<KvbmBackend::Classified> KvbmBackend::classify(const UseSignal& sign
       continue;
     }
     const std::uint32_t active = by_hash_.find(block.hash().value());
-    if (active != HashIndex::kAbsent && pages_[active].refs > 0) {
+    if (active != kNone && pages_[active].refs > 0) {
       out.push_back({Kind::ActiveHit, active});
     } else if (const std::uint32_t matched = registered_page(signal.plhs[full_index]); matched != kNone) {
       out.push_back({Kind::Matched, matched});
@@ -253,16 +258,13 @@ G1Acquire KvbmBackend::use(OwnerId owner, const UseSignal& signal, std::vector<s
     ++full_index;
     if (classes[i].kind == Kind::Fresh) {
       const std::uint32_t slot = slots[next_slot++];
-      const std::uint32_t canonical = registered_page(plh);
-      if (canonical != kNone) {
+      page = register_block(slot, plh, block.hash(), cursor, local, ids);
+      if (page != slot) {
         // Reject duplication: the second registration adopts the canonical block.
         return_page(slot);
-        page = canonical;
         add_ref(page);
         runs.gap();
       } else {
-        page = slot;
-        register_block(page, plh, block.hash(), cursor, local, ids);
         ++pages_[page].refs;
         ++full_refs_;
         runs.add(cursor, block.hash(), local.value(), ids);
@@ -287,24 +289,30 @@ void KvbmBackend::deref(OwnerId owner, const DerefSignal& signal) {
   OwnerTable& owned = it->second;
   const std::size_t n = owned.blocks.size();
   if (signal.blocks.size() > n) throw ContractError("Deref lists more blocks than owner " + owner_text(owner) + " owns");
-  std::vector<PositionalLineageHash> going_inactive;
-  std::unordered_map<std::uint32_t, std::uint32_t> drops;
+  std::vector<std::uint32_t> listed;
+  listed.reserve(signal.blocks.size());
   for (std::size_t i = 0; i < signal.blocks.size(); ++i) {
-    const UniqueBlock& block = signal.blocks[i];
-    if (block != owned.blocks[n - 1 - i]) {
+    if (signal.blocks[i] != owned.blocks[n - 1 - i]) {
       throw ContractError("Deref must list owner " + owner_text(owner) + "'s last blocks leaf first; block " +
-                          block.to_string() + " is out of order");
+                          signal.blocks[i].to_string() + " is out of order");
     }
-    const std::uint32_t page = owned.pages[n - 1 - i].value();
-    if (block.is_partial()) {
-      if (!partials_.contains(block.uuid()) || drops[page]++ > 0) {
-        throw ContractError("partial block not found: " + block.uuid().to_string());
-      }
-      continue;
+    listed.push_back(owned.pages[n - 1 - i].value());
+  }
+  // Each page must hold as many references as the Deref drops from it.
+  std::sort(listed.begin(), listed.end());
+  std::vector<PositionalLineageHash> going_inactive;
+  for (auto first = listed.begin(); first != listed.end();) {
+    const auto last = std::upper_bound(first, listed.end(), *first);
+    const auto drops = static_cast<std::uint32_t>(last - first);
+    const Page& p = pages_[*first];
+    if (p.state == PageState::Partial) {
+      if (drops > 1) throw ContractError("Deref releases a partial block twice");
+    } else if (p.state != PageState::Registered || p.refs < drops) {
+      throw ContractError("Deref of page " + std::to_string(*first) + " which holds no reference");
+    } else if (p.refs == drops && p.pins == 0) {
+      going_inactive.push_back(p.plh);
     }
-    const Page& p = pages_[page];
-    if (p.state != PageState::Registered || p.refs <= drops[page]) throw ContractError("block " + block.to_string() + " is not active");
-    if (p.refs == ++drops[page] && p.pins == 0) going_inactive.push_back(p.plh);
+    first = last;
   }
   policy_->check_insertable(going_inactive);
   for (std::size_t i = 0; i < signal.blocks.size(); ++i) {
@@ -333,7 +341,7 @@ void KvbmBackend::promote(OwnerId owner, const PromoteSignal& signal) {
   OwnerTable& owned = it->second;
   const std::uint32_t own_page = partial->second;
   std::uint32_t existing = by_hash_.find(signal.hash.value());
-  if (existing == HashIndex::kAbsent || pages_[existing].refs == 0) existing = registered_page(signal.plh);
+  if (existing == kNone || pages_[existing].refs == 0) existing = registered_page(signal.plh);
   partials_.erase(partial);
   owned.blocks.back() = UniqueBlock::full(signal.hash);
   if (existing != kNone) {
@@ -345,7 +353,7 @@ void KvbmBackend::promote(OwnerId owner, const PromoteSignal& signal) {
     return;
   }
   const std::vector<TokenId>* ids = signal.token_ids ? &*signal.token_ids : nullptr;
-  register_block(own_page, signal.plh, signal.hash, signal.parent, signal.local, ids);
+  register_block(own_page, signal.plh, signal.hash, signal.parent, signal.local, ids);  // PLH unknown: checked above
   ++pages_[own_page].refs;
   ++full_refs_;
   KvStored stored{.parent = signal.parent, .blocks = {{signal.hash, signal.local}}, .token_ids = std::nullopt};
@@ -361,7 +369,7 @@ PrefillCost KvbmBackend::prefill_cost(const ActiveSequence& sequence) const {
       const UniqueBlock& block = sequence.blocks()[i];
       if (block.is_partial()) break;
       const std::uint32_t page = by_hash_.find(block.hash().value());
-      if (page != HashIndex::kAbsent && pages_[page].refs > 0) {
+      if (page != kNone && pages_[page].refs > 0) {
         ++overlap;
         ++active;
       } else if (registered_page(sequence.plh(i)) != kNone) {
@@ -426,12 +434,15 @@ std::optional<BlockManager::DestinationGrant> KvbmBackend::reserve_destination(O
   }
   for (std::size_t i = 0; i < d.plhs.size(); ++i) {
     std::uint32_t page = by_hash_.find(d.blocks[i].hash().value());
-    if (page == HashIndex::kAbsent || pages_[page].refs == 0) page = registered_page(d.plhs[i]);
+    if (page == kNone || pages_[page].refs == 0) page = registered_page(d.plhs[i]);
     if (page == kNone) break;
     d.prefix_pages.push_back(page);
   }
   const std::size_t fresh = prompt_blocks - d.prefix_pages.size();
   if (fresh > obtainable(d.prefix_pages)) return std::nullopt;
+  for (std::uint32_t page : d.prefix_pages) {
+    if (pages_[page].pins == 0xFFFF) throw ContractError("too many reservations pin page " + std::to_string(page));
+  }
   for (std::size_t i = 0; i < d.prefix_pages.size(); ++i) {
     const std::uint32_t page = d.prefix_pages[i];
     if (policy_->contains(PageId(page))) policy_->remove(PageId(page));
@@ -473,20 +484,17 @@ void KvbmBackend::activate_destination(std::uint64_t reservation) {
       partials_.emplace(block.uuid(), page);
     } else {
       const std::uint32_t slot = d.slots[next_slot++];
-      const std::uint32_t canonical = registered_page(d.plhs[i]);
       const std::optional<SequenceHash> parent =
           i == 0 ? std::nullopt : std::optional<SequenceHash>(d.blocks[i - 1].hash());
-      if (canonical != kNone) {
+      const LocalBlockHash local = d.local_hashes.empty() ? LocalBlockHash(0) : d.local_hashes[i];
+      const std::vector<TokenId>* ids = d.token_ids ? &(*d.token_ids)[i] : nullptr;
+      page = register_block(slot, d.plhs[i], block.hash(), parent, local, ids);
+      if (page != slot) {
         // Registered meanwhile: adopt it and give the reserved page back.
         return_page(slot);
-        page = canonical;
         add_ref(page);
         runs.gap();
       } else {
-        page = slot;
-        const LocalBlockHash local = d.local_hashes.empty() ? LocalBlockHash(0) : d.local_hashes[i];
-        const std::vector<TokenId>* ids = d.token_ids ? &(*d.token_ids)[i] : nullptr;
-        register_block(page, d.plhs[i], block.hash(), parent, local, ids);
         ++pages_[page].refs;
         ++full_refs_;
         runs.add(parent, block.hash(), local.value(), ids);

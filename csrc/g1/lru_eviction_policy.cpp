@@ -6,13 +6,12 @@
 
 namespace kvtier::g1 {
 
-LruEvictionPolicy::LruEvictionPolicy(std::uint32_t capacity) : links_(capacity), list_(links_, 0), plhs_(capacity) {}
+LruEvictionPolicy::LruEvictionPolicy(std::uint32_t capacity) : links_(capacity), list_(links_, 0) {}
 
 void LruEvictionPolicy::check_insertable(std::span<const PositionalLineageHash>) const {}
 
-void LruEvictionPolicy::insert(PageId page, const PositionalLineageHash& plh) {
+void LruEvictionPolicy::insert(PageId page, const PositionalLineageHash& /*plh*/) {
   if (contains(page)) throw ContractError("page " + std::to_string(page.value()) + " is already inactive");
-  plhs_[page.value()] = plh;
   list_.push_back(page.value());
 }
 
@@ -29,7 +28,7 @@ std::optional<PageId> LruEvictionPolicy::evict() {
 }
 
 std::size_t LruEvictionPolicy::metadata_bytes() const {
-  return links_.memory_bytes() + plhs_.capacity() * sizeof(PositionalLineageHash);
+  return links_.memory_bytes();
 }
 
 }  // namespace kvtier::g1

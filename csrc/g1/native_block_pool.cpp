@@ -8,7 +8,7 @@
 namespace kvtier::g1 {
 
 NativeBlockPool::NativeBlockPool(std::uint32_t capacity)
-    : capacity_(capacity), pages_(capacity), index_(capacity) {
+    : capacity_(capacity), pages_(capacity), index_(capacity, HashOfPage{&pages_}) {
   if (capacity == 0 || capacity == kNone) throw ConfigError("G1 capacity must be between 1 and 2^32-2 pages");
   for (std::uint32_t page = capacity; page-- > 0;) free_page(page);  // page 0 is handed out first
 }
@@ -62,7 +62,7 @@ std::uint32_t NativeBlockPool::take_free_page() noexcept {
 
 std::optional<NativeBlockPool::PrefixHit> NativeBlockPool::prefix_hit(SequenceHash hash) const noexcept {
   const std::uint32_t page = index_.find(hash.value());
-  if (page == HashIndex::kAbsent) return std::nullopt;
+  if (page == kNone) return std::nullopt;
   const PageEntry& e = pages_[page];
   return PrefixHit{PageId(page), e.refs > 0 || e.pins > 0};
 }
@@ -84,7 +84,7 @@ std::optional<NativeReserveOutcome> NativeBlockPool::reserve_exact_prefix(std::s
   hits.reserve(candidates.size());
   for (SequenceHash hash : candidates) {
     const std::uint32_t page = index_.find(hash.value());
-    if (page == HashIndex::kAbsent) {
+    if (page == kNone) {
       throw ContractError("authorized prefix hash " + std::to_string(hash.value()) + " is no longer resident");
     }
     hits.push_back({hash, PageId(page)});
@@ -98,7 +98,7 @@ std::optional<NativeReserveOutcome> NativeBlockPool::reserve_resident_prefix(std
   for (SequenceHash hash : candidates) {
     if (hits.size() == total) break;
     const std::uint32_t page = index_.find(hash.value());
-    if (page == HashIndex::kAbsent) break;
+    if (page == kNone) break;
     hits.push_back({hash, PageId(page)});
   }
   return reserve_hits(hits, total - static_cast<std::uint32_t>(hits.size()));
@@ -182,8 +182,8 @@ bool NativeBlockPool::cache_private(PageId page, SequenceHash hash) {
   --private_copies_;
   ++cached_refs_;
   const std::uint32_t primary = index_.find(hash.value());
-  if (primary == HashIndex::kAbsent) {
-    index_.assign(hash.value(), page.value());
+  if (primary == kNone) {
+    index_.insert(page.value());
     return true;
   }
   std::uint32_t tail = primary;
@@ -225,11 +225,8 @@ void NativeBlockPool::unlink_from_hash_chain(std::uint32_t page) noexcept {
   const std::uint64_t hash = pages_[page].hash;
   const std::uint32_t primary = index_.find(hash);
   if (primary == page) {
-    if (pages_[page].dup_next == kNone) {
-      index_.erase(hash);
-    } else {
-      index_.assign(hash, pages_[page].dup_next);  // the oldest duplicate becomes primary
-    }
+    index_.erase(page);
+    if (pages_[page].dup_next != kNone) index_.insert(pages_[page].dup_next);  // the oldest duplicate becomes primary
     return;
   }
   std::uint32_t previous = primary;

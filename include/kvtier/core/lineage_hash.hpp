@@ -30,9 +30,17 @@ class PositionalLineageHash {
   }
 
   std::uint8_t mode() const noexcept { return static_cast<std::uint8_t>(high_ >> 62); }
-  std::uint64_t position() const noexcept;
-  std::uint64_t current_fragment() const noexcept;
-  std::uint64_t parent_fragment() const noexcept;
+  /// Fragment width of this mode (59, 55 or 51 bits).
+  unsigned fragment_bits() const noexcept { return 59U - 4U * (mode() % 3U); }
+  std::uint64_t position() const noexcept {
+    const unsigned position_bits = 8U * (mode() % 3U + 1U);
+    return (high_ >> (2 * fragment_bits() - 64)) & ((std::uint64_t{1} << position_bits) - 1);
+  }
+  std::uint64_t current_fragment() const noexcept { return low_ & ((std::uint64_t{1} << fragment_bits()) - 1); }
+  std::uint64_t parent_fragment() const noexcept {
+    const unsigned bits = fragment_bits();
+    return ((low_ >> bits) | (high_ << (64 - bits))) & ((std::uint64_t{1} << bits) - 1);
+  }
   std::uint64_t high() const noexcept { return high_; }
   std::uint64_t low() const noexcept { return low_; }
   std::string to_string() const;

@@ -4,7 +4,7 @@
 #include "kvtier/core/kv_event_publisher.hpp"
 #include "kvtier/g1/block_manager.hpp"
 #include "kvtier/g1/eviction_policy.hpp"
-#include "kvtier/g1/flat_index.hpp"
+#include "kvtier/g1/id_index.hpp"
 
 namespace kvtier::g1 {
 
@@ -17,6 +17,8 @@ namespace kvtier::g1 {
 class KvbmBackend final : public BlockManager {
  public:
   KvbmBackend(std::uint32_t capacity, std::uint32_t block_size, EvictionBackend eviction, KvEventPublisher& publisher);
+  KvbmBackend(const KvbmBackend&) = delete;  // the indexes point into this object
+  KvbmBackend& operator=(const KvbmBackend&) = delete;
 
   G1Acquire process(OwnerId owner, const MoveBlock& signal, std::size_t reusable_prefix_blocks) override;
   void finalize_computed_prefix(OwnerId, std::size_t, std::size_t) override {}
@@ -33,7 +35,7 @@ class KvbmBackend final : public BlockManager {
   std::span<const PageId> block_table(OwnerId owner) const override;
   std::span<const UniqueBlock> owned_blocks(OwnerId owner) const override;
   std::vector<OwnerId> owners() const override;
-  bool is_cached(SequenceHash hash) const override { return by_hash_.find(hash.value()) != HashIndex::kAbsent; }
+  bool is_cached(SequenceHash hash) const override { return by_hash_.find(hash.value()) != kNone; }
   std::size_t metadata_bytes() const override;
 
   /// The registered block's logical owner count (0 when inactive or unknown).
@@ -50,11 +52,22 @@ class KvbmBackend final : public BlockManager {
     std::uint64_t hash = 0;
     std::uint64_t parent = 0;
     std::uint64_t local = 0;
-    std::uint32_t refs = 0;
-    std::uint32_t pins = 0;
-    std::uint32_t next_free = kNone;
+    std::uint32_t refs = 0;      // also links the free list while the page is Reset
+    std::uint16_t pins = 0;
     PageState state = PageState::Reset;
-    bool has_parent = false;
+    std::uint8_t flags = 0;  // kHasParent | kHasTokenIds
+  };
+  static constexpr std::uint8_t kHasParent = 1;
+  static constexpr std::uint8_t kHasTokenIds = 2;
+  struct PlhOfPage {
+    const std::vector<Page>* pages;
+    const PositionalLineageHash& key(std::uint32_t page) const noexcept { return (*pages)[page].plh; }
+    static std::size_t hash(const PositionalLineageHash& plh) noexcept { return std::hash<PositionalLineageHash>{}(plh); }
+  };
+  struct HashOfPage {
+    const std::vector<Page>* pages;
+    std::uint64_t key(std::uint32_t page) const noexcept { return (*pages)[page].hash; }
+    static std::uint64_t hash(std::uint64_t key) noexcept { return key; }
   };
   struct OwnerTable {
     std::vector<PageId> pages;
@@ -92,8 +105,11 @@ class KvbmBackend final : public BlockManager {
   /// One more logical owner; an inactive page is taken back from the pool.
   void add_ref(std::uint32_t page);
   void drop_ref(std::uint32_t page);
-  void register_block(std::uint32_t page, const PositionalLineageHash& plh, SequenceHash hash,
-                      std::optional<SequenceHash> parent, LocalBlockHash local, const std::vector<TokenId>* token_ids);
+  /// Registers the block on `page` unless its PLH is registered already
+  /// (Reject duplication); returns the page that holds it now.
+  std::uint32_t register_block(std::uint32_t page, const PositionalLineageHash& plh, SequenceHash hash,
+                               std::optional<SequenceHash> parent, LocalBlockHash local,
+                               const std::vector<TokenId>* token_ids);
   void unregister(std::uint32_t page);
   std::uint32_t registered_page(const PositionalLineageHash& plh) const;
 
@@ -102,8 +118,8 @@ class KvbmBackend final : public BlockManager {
   KvEventPublisher& publisher_;
   std::unique_ptr<EvictionPolicy> policy_;
   std::vector<Page> pages_;
-  FlatIndex<PositionalLineageHash> registry_;  // PLH -> page, every registered block
-  HashIndex by_hash_;                          // sequence hash -> page (first registered wins)
+  IdIndex<PlhOfPage> registry_;  // PLH -> page, every registered block
+  IdIndex<HashOfPage> by_hash_;  // sequence hash -> page (first registered wins)
   std::unordered_map<std::uint32_t, std::vector<TokenId>> token_ids_;  // by page, only when given
   std::unordered_map<Uuid, std::uint32_t> partials_;
   std::uint32_t free_head_ = kNone;

@@ -1,10 +1,11 @@
 #pragma once
+#include <deque>
 #include <set>
 #include <tuple>
 #include <vector>
 
 #include "kvtier/g1/eviction_policy.hpp"
-#include "kvtier/g1/flat_index.hpp"
+#include "kvtier/g1/id_index.hpp"
 
 namespace kvtier::g1 {
 
@@ -19,6 +20,8 @@ namespace kvtier::g1 {
 class LineageEvictionPolicy final : public EvictionPolicy {
  public:
   explicit LineageEvictionPolicy(std::uint32_t capacity);
+  LineageEvictionPolicy(const LineageEvictionPolicy&) = delete;  // the index points into this object
+  LineageEvictionPolicy& operator=(const LineageEvictionPolicy&) = delete;
   void check_insertable(std::span<const PositionalLineageHash> plhs) const override;
   void insert(PageId page, const PositionalLineageHash& plh) override;
   void remove(PageId page) override;
@@ -36,32 +39,37 @@ class LineageEvictionPolicy final : public EvictionPolicy {
     std::uint64_t position = 0;
     std::uint64_t fragment = 0;
     friend bool operator==(const NodeKey&, const NodeKey&) = default;
-  };
-  struct NodeKeyHash {
-    std::size_t operator()(const NodeKey& k) const noexcept { return k.fragment ^ (k.position * 0xC2B2AE3D27D4EB4FULL); }
+    friend auto operator<=>(const NodeKey&, const NodeKey&) = default;
   };
   struct Node {
-    PositionalLineageHash plh;
     std::uint64_t tick = 0;
-    NodeKey key;
+    std::uint64_t fragment = 0;
+    std::uint32_t position = 0;
     std::uint32_t page = kNone;  // kNone: a ghost
     std::uint32_t parent = kNone;
     std::uint32_t children = 0;
+    NodeKey key() const noexcept { return {position, fragment}; }
+  };
+  /// The node index stores node ids; a node's key is its (position, fragment).
+  struct KeyOfNode {
+    const std::deque<Node>* nodes;
+    NodeKey key(std::uint32_t node) const noexcept { return (*nodes)[node].key(); }
+    static std::size_t hash(const NodeKey& k) noexcept { return k.fragment ^ (k.position * 0xC2B2AE3D27D4EB4FULL); }
   };
   using LeafKey = std::tuple<std::uint64_t, std::uint64_t, std::uint64_t, std::uint32_t>;
 
   static NodeKey key_of(const PositionalLineageHash& plh) { return {plh.position(), plh.current_fragment()}; }
   LeafKey leaf_key(std::uint32_t node) const;
   std::uint32_t new_node(const NodeKey& key);
-  void link_parent(std::uint32_t node);
+  void link_parent(std::uint32_t node, const PositionalLineageHash& plh);
   /// Removes a childless node and fixes its ancestors (leaf again, or pruned).
   void drop_childless(std::uint32_t node);
   void free_node(std::uint32_t node);
 
-  std::vector<Node> nodes_;
+  std::deque<Node> nodes_;  // grows in chunks: ghosts never double the whole table
   std::vector<std::uint32_t> free_nodes_;
   std::vector<std::uint32_t> node_of_page_;
-  FlatIndex<NodeKey, NodeKeyHash> index_;
+  IdIndex<KeyOfNode, /*kStoreTags=*/false> index_;
   std::set<LeafKey> leaves_;
   std::uint64_t next_tick_ = 0;
   std::size_t real_nodes_ = 0;

@@ -23,7 +23,6 @@ class LruEvictionPolicy final : public EvictionPolicy {
  private:
   PageLinks links_;
   PageList list_;
-  std::vector<PositionalLineageHash> plhs_;
 };
 
 }  // namespace kvtier::g1

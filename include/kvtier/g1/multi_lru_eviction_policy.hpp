@@ -19,7 +19,7 @@ class MultiLruEvictionPolicy final : public EvictionPolicy {
   void check_insertable(std::span<const PositionalLineageHash> plhs) const override;
   void insert(PageId page, const PositionalLineageHash& plh) override;
   void remove(PageId page) override;
-  bool contains(PageId page) const override { return links_.list[page.value()] != PageLinks::kNone; }
+  bool contains(PageId page) const override { return links_.list[page.value()] != PageLinks::kNoList; }
   std::optional<PageId> evict() override;
   std::size_t size() const override;
   void touch(const PositionalLineageHash& plh) override { frequency_.increment(plh); }

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "kvtier/core/strong_id.hpp"
-#include "kvtier/g1/flat_index.hpp"
+#include "kvtier/g1/id_index.hpp"
 
 namespace kvtier::g1 {
 
@@ -40,6 +40,8 @@ struct NativeReserveOutcome {
 class NativeBlockPool {
  public:
   explicit NativeBlockPool(std::uint32_t capacity);
+  NativeBlockPool(const NativeBlockPool&) = delete;  // the index points into this object
+  NativeBlockPool& operator=(const NativeBlockPool&) = delete;
 
   struct PrefixHit {
     PageId page;
@@ -47,7 +49,7 @@ class NativeBlockPool {
   };
   /// The primary cached copy of `hash`, if any.
   std::optional<PrefixHit> prefix_hit(SequenceHash hash) const noexcept;
-  bool is_resident(SequenceHash hash) const noexcept { return index_.find(hash.value()) != HashIndex::kAbsent; }
+  bool is_resident(SequenceHash hash) const noexcept { return index_.find(hash.value()) != kNone; }
 
   /// Empty prefix: reserve_fresh; else reserve_exact_prefix(prefix, prefix.size() + fresh).
   std::optional<NativeReserveOutcome> reserve(std::span<const SequenceHash> prefix, std::uint32_t fresh);
@@ -108,6 +110,12 @@ class NativeBlockPool {
     PageState state = PageState::Free;
     bool in_lru = false;
   };
+  /// The hash index stores page ids; a page's key is its cached hash.
+  struct HashOfPage {
+    const std::vector<PageEntry>* pages;
+    std::uint64_t key(std::uint32_t page) const noexcept { return (*pages)[page].hash; }
+    static std::uint64_t hash(std::uint64_t key) noexcept { return key; }
+  };
 
   PageEntry& entry(PageId page);
   const PageEntry& entry(PageId page) const;
@@ -121,7 +129,7 @@ class NativeBlockPool {
 
   std::uint32_t capacity_;
   std::vector<PageEntry> pages_;
-  HashIndex index_;  // hash -> primary copy
+  IdIndex<HashOfPage> index_;  // hash -> primary copy
   std::uint32_t free_head_ = kNone;
   std::uint32_t lru_head_ = kNone;
   std::uint32_t lru_tail_ = kNone;

@@ -7,18 +7,19 @@ namespace kvtier::g1 {
 /// prev/next links of every page, shared by the intrusive lists built on them.
 struct PageLinks {
   static constexpr std::uint32_t kNone = 0xFFFFFFFFU;
-  explicit PageLinks(std::uint32_t capacity) : prev(capacity, kNone), next(capacity, kNone), list(capacity, kNone) {}
+  static constexpr std::uint8_t kNoList = 0xFF;
+  explicit PageLinks(std::uint32_t capacity) : prev(capacity, kNone), next(capacity, kNone), list(capacity, kNoList) {}
   std::vector<std::uint32_t> prev;
   std::vector<std::uint32_t> next;
-  std::vector<std::uint32_t> list;  // id of the list holding the page, kNone when in none
-  std::size_t memory_bytes() const noexcept { return 3 * prev.capacity() * sizeof(std::uint32_t); }
+  std::vector<std::uint8_t> list;  // id of the list holding the page, kNoList when in none
+  std::size_t memory_bytes() const noexcept { return prev.capacity() * (2 * sizeof(std::uint32_t) + 1); }
 };
 
 /// An intrusive doubly linked list of pages over shared PageLinks: O(1)
 /// push to the tail, unlink and pop from the head.
 class PageList {
  public:
-  PageList(PageLinks& links, std::uint32_t id) : links_(&links), id_(id) {}
+  PageList(PageLinks& links, std::uint8_t id) : links_(&links), id_(id) {}
 
   bool contains(std::uint32_t page) const noexcept { return links_->list[page] == id_; }
   bool empty() const noexcept { return head_ == PageLinks::kNone; }
@@ -38,13 +39,14 @@ class PageList {
     const std::uint32_t next = links_->next[page];
     (prev == PageLinks::kNone ? head_ : links_->next[prev]) = next;
     (next == PageLinks::kNone ? tail_ : links_->prev[next]) = prev;
-    links_->prev[page] = links_->next[page] = links_->list[page] = PageLinks::kNone;
+    links_->prev[page] = links_->next[page] = PageLinks::kNone;
+    links_->list[page] = PageLinks::kNoList;
     --size_;
   }
 
  private:
   PageLinks* links_;
-  std::uint32_t id_;
+  std::uint8_t id_;
   std::uint32_t head_ = PageLinks::kNone;
   std::uint32_t tail_ = PageLinks::kNone;
   std::size_t size_ = 0;
