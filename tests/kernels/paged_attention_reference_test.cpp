@@ -8,6 +8,7 @@
 
 #include "kernels/kv_test_data.hpp"
 #include "kvtier/core/errors.hpp"
+#include "kvtier/kernels/reference/copy_pages.hpp"
 #include "kvtier/kernels/reference/paged_attention.hpp"
 #include "kvtier/kernels/reference/write_kv.hpp"
 
@@ -126,6 +127,18 @@ TEST(PagedAttentionReference, RejectsArgumentsThatDoNotFitTheLayout) {
   EXPECT_THROW(reference::paged_attention_decode(slab.data(), layout, args), ContractError);  // page outside
   table[1] = 1;
   EXPECT_NO_THROW(reference::paged_attention_decode(slab.data(), layout, args));
+}
+
+TEST(CopyPagesReference, CopiesEveryChunkAndRejectsNullPointers) {
+  std::vector<unsigned char> source(64), target(64, 0);
+  std::iota(source.begin(), source.end(), 1);
+  const std::vector<PageChunkCopy> chunks{{source.data(), target.data() + 32, 32}, {source.data() + 33, target.data(), 7}};
+  reference::copy_pages(chunks);
+  EXPECT_TRUE(std::equal(source.begin(), source.begin() + 32, target.begin() + 32));
+  EXPECT_TRUE(std::equal(source.begin() + 33, source.begin() + 40, target.begin()));
+  EXPECT_EQ(target[7], 0);
+  const std::vector<PageChunkCopy> bad{{nullptr, target.data(), 4}};
+  EXPECT_THROW(reference::copy_pages(bad), ContractError);
 }
 
 }  // namespace

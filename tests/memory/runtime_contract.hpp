@@ -11,6 +11,7 @@
 
 #include "kvtier/core/errors.hpp"
 #include "kvtier/core/page_pattern.hpp"
+#include "kvtier/memory/block_table_builder.hpp"
 #include "kvtier/memory/kv_pool.hpp"
 #include "kvtier/memory/runtime.hpp"
 
@@ -222,11 +223,39 @@ TYPED_TEST_P(RuntimeContract, KvPoolRejectsBadArgumentsWithoutWriting) {
   EXPECT_THROW(KvPool(this->runtime(), KvLayout(geometry, PageLayout::PageMajor, 0)), ConfigError);
 }
 
+TYPED_TEST_P(RuntimeContract, BlockTableBuilderPacksPaddedRowsWithOneCopyPerStep) {
+  BlockTableBuilder builder(this->runtime(), 4, 3);
+  Stream stream = this->runtime().create_stream();
+  PinnedBuffer readback = this->runtime().allocate_pinned(4 * 3 * sizeof(std::int32_t));
+  const std::vector<PageId> first{PageId(7), PageId(2)};
+  const std::vector<PageId> second{PageId(9)};
+  const std::vector<PageId> third{PageId(1), PageId(4), PageId(5)};
+  for (int step = 0; step < 3; ++step) {  // reuses both staging buffers
+    const std::vector<std::span<const PageId>> rows =
+        step == 1 ? std::vector<std::span<const PageId>>{third}
+                  : std::vector<std::span<const PageId>>{first, second, third};
+    const std::int32_t* table = builder.build(rows, stream);
+    stream.copy_async({table, readback.data(), rows.size() * 3 * sizeof(std::int32_t)});
+    stream.synchronize();
+    const auto* got = static_cast<const std::int32_t*>(readback.data());
+    if (step == 1) {
+      EXPECT_EQ(std::vector<std::int32_t>(got, got + 3), (std::vector<std::int32_t>{1, 4, 5}));
+    } else {
+      EXPECT_EQ(std::vector<std::int32_t>(got, got + 9), (std::vector<std::int32_t>{7, 2, -1, 9, -1, -1, 1, 4, 5}));
+    }
+  }
+  const std::vector<PageId> too_long{PageId(1), PageId(2), PageId(3), PageId(4)};
+  EXPECT_THROW(builder.build(std::vector<std::span<const PageId>>{too_long}, stream), ContractError);
+  const std::vector<std::span<const PageId>> too_many(5, std::span<const PageId>(first));
+  EXPECT_THROW(builder.build(too_many, stream), ContractError);
+}
+
 REGISTER_TYPED_TEST_SUITE_P(RuntimeContract, AllocatesDistinctBuffersOfTheRequestedSize, WorkOnOneStreamRunsInOrder,
                             CrossStreamWaitOrdersWorkAfterTheRecordedEvent, BatchedCopiesScatterAndGatherPages,
                             EventsCompleteAfterTheWorkBeforeThem, FillWritesTheByteValue,
                             InvalidCopyIsRejectedBeforeAnythingRuns, ImpossibleAllocationThrowsATypedError,
                             KvPoolFillAndVerifyBothLayouts, KvPoolPatternSpansSeveralStagingBatches,
-                            KvPoolRejectsBadArgumentsWithoutWriting);
+                            KvPoolRejectsBadArgumentsWithoutWriting,
+                            BlockTableBuilderPacksPaddedRowsWithOneCopyPerStep);
 
 }  // namespace kvtier::memory::testing

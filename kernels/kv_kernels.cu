@@ -1,0 +1,153 @@
+#include <algorithm>
+#include <cmath>
+
+#include "kvtier/kernels/kv_kernels.hpp"
+#include "kvtier/kernels/paged_kv.hpp"
+
+namespace kvtier::kernels {
+namespace {
+
+constexpr unsigned kThreads = 128;
+
+__global__ void write_kv_kernel(std::byte* slab, KvLayout layout, std::uint32_t layer, const float* key,
+                                const float* value, const std::int64_t* slot_mapping) {
+  const std::int64_t slot = slot_mapping[blockIdx.x];
+  if (slot < 0) return;  // padding
+  const KvGeometry& g = layout.geometry();
+  const std::uint32_t row = g.kv_heads * g.head_dim;
+  for (std::uint32_t i = threadIdx.x; i < row; i += blockDim.x) {
+    const std::uint32_t head = i / g.head_dim;
+    const std::uint32_t dim = i % g.head_dim;
+    const std::size_t at = std::size_t{blockIdx.x} * row + i;
+    store_kv_element(slab + slot_element_offset(layout, slot, layer, KvPart::Key, head, dim), g.dtype, key[at]);
+    store_kv_element(slab + slot_element_offset(layout, slot, layer, KvPart::Value, head, dim), g.dtype, value[at]);
+  }
+}
+
+__device__ float block_reduce(float value, float* scratch, bool take_max) {
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const float other = __shfl_xor_sync(0xFFFFFFFFU, value, offset);
+    value = take_max ? fmaxf(value, other) : value + other;
+  }
+  const unsigned warp = threadIdx.x / 32;
+  if (threadIdx.x % 32 == 0) scratch[warp] = value;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float result = scratch[0];
+    for (unsigned w = 1; w < blockDim.x / 32; ++w) result = take_max ? fmaxf(result, scratch[w]) : result + scratch[w];
+    scratch[0] = result;
+  }
+  __syncthreads();
+  const float result = scratch[0];
+  __syncthreads();
+  return result;
+}
+
+// One block per (sequence, query head): scores in shared memory, then a
+// max-subtracted softmax, then each thread owns output dimensions.
+__global__ void paged_attention_decode_kernel(const std::byte* slab, KvLayout layout, PagedAttentionArgs args) {
+  extern __shared__ float scores[];
+  __shared__ float scratch[kThreads / 32];
+  const std::uint32_t seq = blockIdx.x;
+  const std::uint32_t q_head = blockIdx.y;
+  const KvGeometry& g = layout.geometry();
+  const std::uint32_t kv_head = q_head / (args.q_heads / g.kv_heads);
+  const auto length = static_cast<std::uint32_t>(args.seq_lens[seq]);
+  const std::int32_t* table = args.block_tables + std::size_t{seq} * args.max_blocks;
+  const float* q = args.query + (std::size_t{seq} * args.q_heads + q_head) * g.head_dim;
+
+  float local_max = -INFINITY;
+  for (std::uint32_t t = threadIdx.x; t < length; t += blockDim.x) {
+    float dot = 0.0f;
+    for (std::uint32_t d = 0; d < g.head_dim; ++d) {
+      dot += q[d] * load_paged(slab, layout, table, t, args.layer, KvPart::Key, kv_head, d);
+    }
+    scores[t] = dot * args.scale;
+    local_max = fmaxf(local_max, scores[t]);
+  }
+  const float max_score = block_reduce(local_max, scratch, true);
+  float local_sum = 0.0f;
+  for (std::uint32_t t = threadIdx.x; t < length; t += blockDim.x) {
+    scores[t] = expf(scores[t] - max_score);
+    local_sum += scores[t];
+  }
+  const float total = block_reduce(local_sum, scratch, false);  // its barriers also publish scores[]
+  float* out = args.out + (std::size_t{seq} * args.q_heads + q_head) * g.head_dim;
+  for (std::uint32_t d = threadIdx.x; d < g.head_dim; d += blockDim.x) {
+    float acc = 0.0f;
+    for (std::uint32_t t = 0; t < length; ++t) {
+      acc += scores[t] * load_paged(slab, layout, table, t, args.layer, KvPart::Value, kv_head, d);
+    }
+    out[d] = acc / total;
+  }
+}
+
+__global__ void copy_pages_kernel(const PageChunkCopy* chunks, std::uint32_t count) {
+  for (std::uint32_t c = blockIdx.x; c < count; c += gridDim.x) {
+    const PageChunkCopy chunk = chunks[c];
+    const auto src = reinterpret_cast<std::uintptr_t>(chunk.src);
+    const auto dst = reinterpret_cast<std::uintptr_t>(chunk.dst);
+    if (((src | dst | chunk.bytes) & 15U) == 0) {
+      const auto* from = static_cast<const uint4*>(chunk.src);
+      auto* to = static_cast<uint4*>(chunk.dst);
+      for (std::size_t i = threadIdx.x; i < chunk.bytes / 16; i += blockDim.x) to[i] = from[i];
+    } else {
+      const auto* from = static_cast<const unsigned char*>(chunk.src);
+      auto* to = static_cast<unsigned char*>(chunk.dst);
+      for (std::size_t i = threadIdx.x; i < chunk.bytes; i += blockDim.x) to[i] = from[i];
+    }
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_write_kv(std::byte* slab, const KvLayout& layout, std::uint32_t layer, const float* key,
+                            const float* value, std::uint32_t tokens, const std::int64_t* slot_mapping,
+                            cudaStream_t stream) {
+  if (tokens == 0) return cudaSuccess;
+  if (slab == nullptr || key == nullptr || value == nullptr || slot_mapping == nullptr ||
+      layer >= layout.geometry().layers) {
+    return cudaErrorInvalidValue;
+  }
+  write_kv_kernel<<<tokens, kThreads, 0, stream>>>(slab, layout, layer, key, value, slot_mapping);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_paged_attention_decode(const std::byte* slab, const KvLayout& layout,
+                                          const PagedAttentionArgs& args, cudaStream_t stream) {
+  if (args.seqs == 0) return cudaSuccess;
+  const KvGeometry& g = layout.geometry();
+  if (slab == nullptr || args.query == nullptr || args.block_tables == nullptr || args.seq_lens == nullptr ||
+      args.out == nullptr || args.q_heads == 0 || args.q_heads % g.kv_heads != 0 || args.layer >= g.layers ||
+      args.q_heads > 65535) {
+    return cudaErrorInvalidValue;
+  }
+  const std::size_t shared = std::size_t{args.max_blocks} * g.tokens_per_block * sizeof(float);
+  int device = 0;
+  int optin = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) {
+    return cudaGetLastError();
+  }
+  if (shared + sizeof(float) * (kThreads / 32) > static_cast<std::size_t>(optin)) return cudaErrorInvalidValue;
+  if (const cudaError_t status = cudaFuncSetAttribute(paged_attention_decode_kernel,
+                                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                      static_cast<int>(shared));
+      status != cudaSuccess) {
+    return status;
+  }
+  paged_attention_decode_kernel<<<dim3(args.seqs, args.q_heads), kThreads, shared, stream>>>(slab, layout, args);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_copy_pages(const PageChunkCopy* chunks, std::uint32_t count, std::uint32_t max_sms,
+                              cudaStream_t stream) {
+  if (count == 0) return cudaSuccess;
+  if (chunks == nullptr || max_sms == 0) return cudaErrorInvalidValue;
+  // Two resident blocks per SM keeps the copy engine-like footprint bounded.
+  const std::uint32_t blocks = std::min(count, 2 * max_sms);
+  copy_pages_kernel<<<blocks, 256, 0, stream>>>(chunks, count);
+  return cudaGetLastError();
+}
+
+}  // namespace kvtier::kernels
