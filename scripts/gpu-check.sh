@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The device check for a machine with an NVIDIA GPU: build the release preset
-# there and run the `gpu` ctest label (then the cpu label, for completeness).
+# there, run the `gpu` ctest label (then the cpu label, for completeness) and the
+# copy_pages bandwidth bench.
 # Logs go to $OUT when set (the device tool), else to build/gpu-check/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -13,4 +14,5 @@ cmake --build --preset release -j "$(nproc)" > "$out/build.log" 2>&1 || { tail -
 ctest --preset release -L gpu --output-on-failure 2>&1 | tee "$out/ctest-gpu.log" | tail -15
 gpu_rc=${PIPESTATUS[0]}
 ctest --preset release -L cpu 2>&1 | tee "$out/ctest-cpu.log" | tail -3
+./build/release/kvtier_copy_bench --benchmark_repetitions=3 --benchmark_report_aggregates_only=true 2>&1 | tee "$out/copy-bench.txt" | tail -8
 exit "$gpu_rc"
