@@ -162,6 +162,28 @@ TEST_P(EndToEnd, KvbmPromoteAdoptionKeepsAttentionExact) {
   expect_attention_matches(b, seq_b);
 }
 
+TEST_P(EndToEnd, DestinationActivationKeepsAttentionExact) {
+  const g1::OwnerId destination(1), racer(2);
+  ActiveSequence seq_d = sequence(prompt(300, 10));
+  auto reservation = manager_->reserve_destination_at(destination, seq_d);
+  ASSERT_TRUE(reservation);
+  // Another request computes the first 8 prompt tokens before the transfer lands.
+  ActiveSequence seq_r = sequence(prompt(300, 8));
+  prefill(racer, seq_r);
+  manager_->activate_destination(std::move(*reservation));
+  seq_d.commit_allocation(seq_d.len());
+  // KVBM adopted the racer's blocks; the transfer fills only the pages the destination owns.
+  const auto table_d = manager_->block_table(destination);
+  const auto table_r = manager_->block_table(racer);
+  for (std::size_t b = 0; b < table_d.size(); ++b) {
+    const bool adopted = b < table_r.size() && table_d[b] == table_r[b];
+    EXPECT_EQ(adopted, !native() && b < 2) << "block " << b;
+    if (!adopted) compute(destination, seq_d, b * kBlock, std::min<std::size_t>((b + 1) * kBlock, seq_d.len()));
+  }
+  expect_attention_matches(destination, seq_d);
+  expect_attention_matches(racer, seq_r);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, EndToEnd,
                          ::testing::Combine(::testing::Values(g1::G1Backend::Native, g1::G1Backend::Kvbm),
                                             ::testing::Values(PageLayout::PageMajor, PageLayout::LayerMajor)),
