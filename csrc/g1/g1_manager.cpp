@@ -29,8 +29,11 @@ std::unique_ptr<BlockManager> make_backend(const G1ManagerConfig& config, KvEven
 const char* backend_name(G1Backend backend) noexcept { return backend == G1Backend::Native ? "native" : "kvbm"; }
 
 G1Manager::G1Manager(G1ManagerConfig config, std::vector<std::shared_ptr<KvEventSink>> sinks)
-    : config_(config), id_(next_manager_id()), publisher_(config.dp_rank), backend_(make_backend(config_, publisher_)) {
-  for (auto& sink : sinks) publisher_.attach(std::move(sink));
+    : config_(config),
+      id_(next_manager_id()),
+      publisher_(std::make_unique<KvEventPublisher>(config.dp_rank)),
+      backend_(make_backend(config_, *publisher_)) {
+  for (auto& sink : sinks) publisher_->attach(std::move(sink));
 }
 
 G1Manager::~G1Manager() = default;

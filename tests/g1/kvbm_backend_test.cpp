@@ -327,10 +327,16 @@ TEST(KvbmBackend, FinalizeIsANoOpAndReservationsOfTheOtherBackendAreRefused) {
   } catch (const ContractError& error) {
     EXPECT_NE(std::string(error.what()).find("belongs to a different G1 backend"), std::string::npos);
   }
-  const G1Manager lru = G1Manager::with_eviction_backend(G1ManagerConfig{.capacity = 4, .block_size = 4},
-                                                         EvictionBackend::Lru);
+  G1Manager lru = G1Manager::with_eviction_backend(G1ManagerConfig{.capacity = 4, .block_size = 4},
+                                                   EvictionBackend::Lru);
   EXPECT_EQ(lru.backend(), G1Backend::Kvbm);
   EXPECT_EQ(lru.eviction_backend(), EvictionBackend::Lru);
+  // A moved manager keeps publishing through its backend.
+  auto sink = std::make_shared<RecordingEventSink>();
+  G1Manager source(kvbm(4, 4), {sink});
+  G1Manager moved(std::move(source));
+  moved.process_for_request(kA, use_full({3}));
+  EXPECT_EQ(sink->events().size(), 1U);
 }
 
 }  // namespace

@@ -111,7 +111,7 @@ class G1Manager {
 
   G1ManagerConfig config_;
   std::uint64_t id_;
-  KvEventPublisher publisher_;
+  std::unique_ptr<KvEventPublisher> publisher_;  // on the heap: the backend keeps a reference across moves
   std::unique_ptr<BlockManager> backend_;
 };
 

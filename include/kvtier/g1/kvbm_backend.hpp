@@ -57,6 +57,7 @@ class KvbmBackend final : public BlockManager {
     PageState state = PageState::Reset;
     std::uint8_t flags = 0;  // kHasParent | kHasTokenIds
   };
+  static_assert(sizeof(Page) == 48, "the per-page budget (docs/performance.md) counts on 48 bytes");
   static constexpr std::uint8_t kHasParent = 1;
   static constexpr std::uint8_t kHasTokenIds = 2;
   struct PlhOfPage {

@@ -110,6 +110,7 @@ class NativeBlockPool {
     PageState state = PageState::Free;
     bool in_lru = false;
   };
+  static_assert(sizeof(PageEntry) == 32, "the per-page budget (docs/performance.md) counts on 32 bytes");
   /// The hash index stores page ids; a page's key is its cached hash.
   struct HashOfPage {
     const std::vector<PageEntry>* pages;
