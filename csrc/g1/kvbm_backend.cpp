@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "kvtier/core/errors.hpp"
@@ -125,6 +126,22 @@ std::uint32_t KvbmBackend::register_block(std::uint32_t page, const PositionalLi
   }
   policy_->touch(plh);
   return page;
+}
+
+std::pair<std::uint32_t, bool> KvbmBackend::register_or_adopt(std::uint32_t slot, const PositionalLineageHash& plh,
+                                                               SequenceHash hash, std::optional<SequenceHash> parent,
+                                                               LocalBlockHash local,
+                                                               const std::vector<TokenId>* token_ids) {
+  const std::uint32_t page = register_block(slot, plh, hash, parent, local, token_ids);
+  if (page != slot) {
+    // Reject duplication: adopt the canonical block and give the slot back.
+    return_page(slot);
+    add_ref(page);
+    return {page, false};
+  }
+  ++pages_[page].refs;
+  ++full_refs_;
+  return {page, true};
 }
 
 void KvbmBackend::unregister(std::uint32_t page) {
@@ -257,18 +274,9 @@ G1Acquire KvbmBackend::use(OwnerId owner, const UseSignal& signal, std::vector<s
     const std::vector<TokenId>* ids = signal.token_ids ? &(*signal.token_ids)[full_index] : nullptr;
     ++full_index;
     if (classes[i].kind == Kind::Fresh) {
-      const std::uint32_t slot = slots[next_slot++];
-      page = register_block(slot, plh, block.hash(), cursor, local, ids);
-      if (page != slot) {
-        // Reject duplication: the second registration adopts the canonical block.
-        return_page(slot);
-        add_ref(page);
-        runs.gap();
-      } else {
-        ++pages_[page].refs;
-        ++full_refs_;
-        runs.add(cursor, block.hash(), local.value(), ids);
-      }
+      bool registered = false;
+      std::tie(page, registered) = register_or_adopt(slots[next_slot++], plh, block.hash(), cursor, local, ids);
+      registered ? runs.add(cursor, block.hash(), local.value(), ids) : runs.gap();
     } else {
       ++pages_[page].refs;  // active hit or match: already out of the inactive pool
       ++full_refs_;
@@ -488,17 +496,9 @@ void KvbmBackend::activate_destination(std::uint64_t reservation) {
           i == 0 ? std::nullopt : std::optional<SequenceHash>(d.blocks[i - 1].hash());
       const LocalBlockHash local = d.local_hashes.empty() ? LocalBlockHash(0) : d.local_hashes[i];
       const std::vector<TokenId>* ids = d.token_ids ? &(*d.token_ids)[i] : nullptr;
-      page = register_block(slot, d.plhs[i], block.hash(), parent, local, ids);
-      if (page != slot) {
-        // Registered meanwhile: adopt it and give the reserved page back.
-        return_page(slot);
-        add_ref(page);
-        runs.gap();
-      } else {
-        ++pages_[page].refs;
-        ++full_refs_;
-        runs.add(parent, block.hash(), local.value(), ids);
-      }
+      bool registered = false;
+      std::tie(page, registered) = register_or_adopt(slot, d.plhs[i], block.hash(), parent, local, ids);
+      registered ? runs.add(parent, block.hash(), local.value(), ids) : runs.gap();
     }
     owned.pages.emplace_back(page);
     owned.blocks.push_back(block);

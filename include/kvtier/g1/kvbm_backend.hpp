@@ -111,6 +111,11 @@ class KvbmBackend final : public BlockManager {
   std::uint32_t register_block(std::uint32_t page, const PositionalLineageHash& plh, SequenceHash hash,
                                std::optional<SequenceHash> parent, LocalBlockHash local,
                                const std::vector<TokenId>* token_ids);
+  /// register_block for a fresh slot, with one owner: the slot's page (true)
+  /// or, when the PLH is registered already, the adopted canonical page (false).
+  std::pair<std::uint32_t, bool> register_or_adopt(std::uint32_t slot, const PositionalLineageHash& plh,
+                                                   SequenceHash hash, std::optional<SequenceHash> parent,
+                                                   LocalBlockHash local, const std::vector<TokenId>* token_ids);
   void unregister(std::uint32_t page);
   std::uint32_t registered_page(const PositionalLineageHash& plh) const;
 
