@@ -203,13 +203,17 @@ std::vector<KvbmBackend::Classified> KvbmBackend::classify(const UseSignal& sign
       out.push_back(it == partials_.end() ? Classified{Kind::Fresh, kNone} : Classified{Kind::ExistingPartial, it->second});
       continue;
     }
-    const std::uint32_t active = by_hash_.find(block.hash().value());
-    if (active != kNone && pages_[active].refs > 0) {
+    // With real hashes a block's PLH and sequence hash name the same page: one
+    // lookup decides. Injected hashes may disagree; then the active sequence
+    // hash wins, as in Dynamo.
+    const std::uint32_t matched = registered_page(signal.plhs[full_index]);
+    if (matched != kNone && pages_[matched].hash == block.hash().value()) {
+      out.push_back({pages_[matched].refs > 0 ? Kind::ActiveHit : Kind::Matched, matched});
+    } else if (const std::uint32_t active = by_hash_.find(block.hash().value());
+               active != kNone && pages_[active].refs > 0) {
       out.push_back({Kind::ActiveHit, active});
-    } else if (const std::uint32_t matched = registered_page(signal.plhs[full_index]); matched != kNone) {
-      out.push_back({Kind::Matched, matched});
     } else {
-      out.push_back({Kind::Fresh, kNone});
+      out.push_back({matched != kNone ? Kind::Matched : Kind::Fresh, matched});
     }
     ++full_index;
   }

@@ -8,7 +8,10 @@
 namespace kvtier::g1 {
 
 LineageEvictionPolicy::LineageEvictionPolicy(std::uint32_t capacity)
-    : node_of_page_(capacity, kNone), index_(2 * std::size_t{capacity} + 2, KeyOfNode{&nodes_}) {}
+    // Live nodes never exceed twice the pages (a ghost stands for an active
+    // page or a missing parent of a real node) and are about one per page in
+    // practice: size for the bound at a high load.
+    : node_of_page_(capacity, kNone), index_(2 * std::size_t{capacity} + 2, KeyOfNode{&nodes_}, /*slack=*/8) {}
 
 LineageEvictionPolicy::LeafKey LineageEvictionPolicy::leaf_key(std::uint32_t node) const {
   const Node& n = nodes_[node];
@@ -34,9 +37,9 @@ void LineageEvictionPolicy::check_insertable(std::span<const PositionalLineageHa
 
 std::uint32_t LineageEvictionPolicy::new_node(const NodeKey& key) {
   std::uint32_t node;
-  if (!free_nodes_.empty()) {
-    node = free_nodes_.back();
-    free_nodes_.pop_back();
+  if (free_nodes_ != kNone) {
+    node = free_nodes_;
+    free_nodes_ = nodes_[node].parent;
     nodes_[node] = Node{};
   } else {
     node = static_cast<std::uint32_t>(nodes_.size());
@@ -51,7 +54,8 @@ std::uint32_t LineageEvictionPolicy::new_node(const NodeKey& key) {
 
 void LineageEvictionPolicy::free_node(std::uint32_t node) {
   index_.erase(node);
-  free_nodes_.push_back(node);
+  nodes_[node].parent = free_nodes_;
+  free_nodes_ = node;
   --live_nodes_;
 }
 
@@ -69,11 +73,14 @@ void LineageEvictionPolicy::link_parent(std::uint32_t node, const PositionalLine
 }
 
 void LineageEvictionPolicy::insert(PageId page, const PositionalLineageHash& plh) {
-  check_insertable(std::span<const PositionalLineageHash>(&plh, 1));
   if (contains(page)) throw ContractError("page " + std::to_string(page.value()) + " is already inactive");
   const NodeKey key = key_of(plh);
   std::uint32_t node = index_.find(key);
-  if (node == kNone) node = new_node(key);  // else: fill the ghost
+  if (node == kNone) {
+    node = new_node(key);
+  } else if (nodes_[node].page != kNone) {
+    check_insertable(std::span<const PositionalLineageHash>(&plh, 1));  // throws: the key is taken
+  }  // else: fill the ghost
   nodes_[node].page = page.value();
   nodes_[node].tick = next_tick_++;
   node_of_page_[page.value()] = node;
@@ -118,7 +125,7 @@ std::optional<PageId> LineageEvictionPolicy::evict() {
 }
 
 std::size_t LineageEvictionPolicy::metadata_bytes() const {
-  return nodes_.size() * sizeof(Node) + free_nodes_.capacity() * sizeof(std::uint32_t) +
+  return nodes_.size() * sizeof(Node) +
          node_of_page_.capacity() * sizeof(std::uint32_t) + index_.memory_bytes() +
          leaves_.size() * (sizeof(LeafKey) + 4 * sizeof(void*));
 }

@@ -8,8 +8,9 @@ namespace kvtier::g1 {
 /// that lives with the id's own record: a slot stores the id and, when
 /// `kStoreTags`, 32 bits of the key's hash (so probes and deletions rarely
 /// touch the records). `KeyOf` reads the key back (`key(id)`) and hashes it
-/// (`hash(key)`). Sized once for `max_ids` entries at load <= 3/4 (no power of
-/// two rounding: that is what keeps the per-page budget), never rehashes;
+/// (`hash(key)`). Sized once for `max_ids` entries at load <= 1 / (1 + 1/slack)
+/// (3/4 by default; no power-of-two rounding: that is what keeps the per-page
+/// budget), never rehashes;
 /// linear probing with backward-shift deletion. An id's key must not change
 /// while it is in the index: erase first, then edit the record.
 template <class KeyOf, bool kStoreTags = true>
@@ -17,8 +18,8 @@ class IdIndex {
  public:
   static constexpr std::uint32_t kAbsent = 0xFFFFFFFFU;
 
-  IdIndex(std::size_t max_ids, KeyOf key_of) : key_of_(key_of) {
-    slots_.assign(max_ids + max_ids / 3 + 2, kAbsent);
+  IdIndex(std::size_t max_ids, KeyOf key_of, std::size_t slack = 3) : key_of_(key_of) {
+    slots_.assign(max_ids + max_ids / slack + 2, kAbsent);
     if constexpr (kStoreTags) tags_.assign(slots_.size(), 0);
   }
 

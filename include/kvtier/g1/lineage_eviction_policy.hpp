@@ -67,9 +67,9 @@ class LineageEvictionPolicy final : public EvictionPolicy {
   void free_node(std::uint32_t node);
 
   std::deque<Node> nodes_;  // grows in chunks: ghosts never double the whole table
-  std::vector<std::uint32_t> free_nodes_;
+  std::uint32_t free_nodes_ = kNone;  // freed nodes, linked through Node::parent
   std::vector<std::uint32_t> node_of_page_;
-  IdIndex<KeyOfNode, /*kStoreTags=*/false> index_;
+  IdIndex<KeyOfNode> index_;
   std::set<LeafKey> leaves_;
   std::uint64_t next_tick_ = 0;
   std::size_t real_nodes_ = 0;
