@@ -301,7 +301,7 @@ void KvbmBackend::deref(OwnerId owner, const DerefSignal& signal) {
   OwnerTable& owned = it->second;
   const std::size_t n = owned.blocks.size();
   if (signal.blocks.size() > n) throw ContractError("Deref lists more blocks than owner " + owner_text(owner) + " owns");
-  std::vector<std::uint32_t> listed;
+  std::vector<std::uint32_t> listed;  // pages, leaf first
   listed.reserve(signal.blocks.size());
   for (std::size_t i = 0; i < signal.blocks.size(); ++i) {
     if (signal.blocks[i] != owned.blocks[n - 1 - i]) {
@@ -310,22 +310,35 @@ void KvbmBackend::deref(OwnerId owner, const DerefSignal& signal) {
     }
     listed.push_back(owned.pages[n - 1 - i].value());
   }
-  // Each page must hold as many references as the Deref drops from it.
-  std::sort(listed.begin(), listed.end());
+  // Each page must hold as many references as the Deref drops from it: drop
+  // them tentatively (noting which pages would go inactive), then restore.
   std::vector<PositionalLineageHash> going_inactive;
-  for (auto first = listed.begin(); first != listed.end();) {
-    const auto last = std::upper_bound(first, listed.end(), *first);
-    const auto drops = static_cast<std::uint32_t>(last - first);
-    const Page& p = pages_[*first];
+  std::string refusal;
+  std::size_t dropped = 0;
+  for (; dropped < listed.size(); ++dropped) {
+    Page& p = pages_[listed[dropped]];
     if (p.state == PageState::Partial) {
-      if (drops > 1) throw ContractError("Deref releases a partial block twice");
-    } else if (p.state != PageState::Registered || p.refs < drops) {
-      throw ContractError("Deref of page " + std::to_string(*first) + " which holds no reference");
-    } else if (p.refs == drops && p.pins == 0) {
+      if (p.flags & kMarked) {
+        refusal = "Deref releases a partial block twice";
+        break;
+      }
+      p.flags |= kMarked;
+    } else if (p.state != PageState::Registered || p.refs == 0) {
+      refusal = "Deref of page " + std::to_string(listed[dropped]) + " which holds no reference";
+      break;
+    } else if (--p.refs == 0 && p.pins == 0) {
       going_inactive.push_back(p.plh);
     }
-    first = last;
   }
+  for (std::size_t i = 0; i < dropped; ++i) {
+    Page& p = pages_[listed[i]];
+    if (p.state == PageState::Partial) {
+      p.flags &= static_cast<std::uint8_t>(~kMarked);
+    } else {
+      ++p.refs;
+    }
+  }
+  if (!refusal.empty()) throw ContractError(refusal);
   policy_->check_insertable(going_inactive);
   for (std::size_t i = 0; i < signal.blocks.size(); ++i) {
     const UniqueBlock block = owned.blocks.back();

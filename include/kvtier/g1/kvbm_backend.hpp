@@ -55,11 +55,12 @@ class KvbmBackend final : public BlockManager {
     std::uint32_t refs = 0;      // also links the free list while the page is Reset
     std::uint16_t pins = 0;
     PageState state = PageState::Reset;
-    std::uint8_t flags = 0;  // kHasParent | kHasTokenIds
+    std::uint8_t flags = 0;  // kHasParent | kHasTokenIds | kMarked
   };
   static_assert(sizeof(Page) == 48, "the per-page budget (docs/performance.md) counts on 48 bytes");
   static constexpr std::uint8_t kHasParent = 1;
   static constexpr std::uint8_t kHasTokenIds = 2;
+  static constexpr std::uint8_t kMarked = 4;  // scratch mark while a Deref is validated
   struct PlhOfPage {
     const std::vector<Page>* pages;
     const PositionalLineageHash& key(std::uint32_t page) const noexcept { return (*pages)[page].plh; }
