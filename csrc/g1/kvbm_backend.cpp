@@ -5,6 +5,7 @@
 #include <tuple>
 #include <utility>
 
+#include "backend_support.hpp"
 #include "kvtier/core/errors.hpp"
 
 namespace kvtier::g1 {
@@ -14,8 +15,6 @@ template <class... Fs>
 struct Overloaded : Fs... {
   using Fs::operator()...;
 };
-
-std::string owner_text(OwnerId owner) { return std::to_string(owner.value()); }
 
 /// Builds the Stored runs of one operation: a reused block ends the run, a
 /// partial block is skipped without ending it.
@@ -57,7 +56,7 @@ KvbmBackend::KvbmBackend(std::uint32_t capacity, std::uint32_t block_size, Evict
 
 const KvbmBackend::OwnerTable& KvbmBackend::table(OwnerId owner) const {
   const auto it = tables_.find(owner);
-  if (it == tables_.end()) throw ContractError("unknown owner " + owner_text(owner));
+  if (it == tables_.end()) throw ContractError("unknown owner " + detail::owner_text(owner));
   return it->second;
 }
 
@@ -297,15 +296,15 @@ G1Acquire KvbmBackend::use(OwnerId owner, const UseSignal& signal, std::vector<s
 
 void KvbmBackend::deref(OwnerId owner, const DerefSignal& signal) {
   const auto it = tables_.find(owner);
-  if (it == tables_.end()) throw ContractError("unknown owner " + owner_text(owner));
+  if (it == tables_.end()) throw ContractError("unknown owner " + detail::owner_text(owner));
   OwnerTable& owned = it->second;
   const std::size_t n = owned.blocks.size();
-  if (signal.blocks.size() > n) throw ContractError("Deref lists more blocks than owner " + owner_text(owner) + " owns");
+  if (signal.blocks.size() > n) throw ContractError("Deref lists more blocks than owner " + detail::owner_text(owner) + " owns");
   std::vector<std::uint32_t> listed;  // pages, leaf first
   listed.reserve(signal.blocks.size());
   for (std::size_t i = 0; i < signal.blocks.size(); ++i) {
     if (signal.blocks[i] != owned.blocks[n - 1 - i]) {
-      throw ContractError("Deref must list owner " + owner_text(owner) + "'s last blocks leaf first; block " +
+      throw ContractError("Deref must list owner " + detail::owner_text(owner) + "'s last blocks leaf first; block " +
                           signal.blocks[i].to_string() + " is out of order");
     }
     listed.push_back(owned.pages[n - 1 - i].value());
@@ -360,7 +359,7 @@ void KvbmBackend::promote(OwnerId owner, const PromoteSignal& signal) {
   const auto partial = partials_.find(signal.uuid);
   if (it == tables_.end() || partial == partials_.end() || it->second.blocks.empty() ||
       !it->second.blocks.back().is_partial() || it->second.blocks.back().uuid() != signal.uuid) {
-    throw ContractError("partial block not found: " + signal.uuid.to_string() + " is not owner " + owner_text(owner) +
+    throw ContractError("partial block not found: " + signal.uuid.to_string() + " is not owner " + detail::owner_text(owner) +
                         "'s last block");
   }
   OwnerTable& owned = it->second;
@@ -424,15 +423,13 @@ std::optional<std::uint64_t> KvbmBackend::reserve_decode_blocks(std::size_t bloc
 }
 
 G1Acquire KvbmBackend::process_decode(OwnerId owner, const MoveBlock& signal, std::uint64_t reservation) {
-  const auto it = decode_reservations_.find(reservation);
-  if (it == decode_reservations_.end()) throw ContractError("unknown decode reservation " + std::to_string(reservation));
+  const auto it = detail::find_reservation(decode_reservations_, reservation, "decode");
   if (const auto* use_signal = std::get_if<UseSignal>(&signal)) return use(owner, *use_signal, &it->second);
   return process(owner, signal, 0);
 }
 
 void KvbmBackend::release_decode(std::uint64_t reservation) {
-  const auto it = decode_reservations_.find(reservation);
-  if (it == decode_reservations_.end()) throw ContractError("unknown decode reservation " + std::to_string(reservation));
+  const auto it = detail::find_reservation(decode_reservations_, reservation, "decode");
   for (std::uint32_t page : it->second) return_page(page);
   decode_reservations_.erase(it);
 }
@@ -440,7 +437,7 @@ void KvbmBackend::release_decode(std::uint64_t reservation) {
 std::optional<BlockManager::DestinationGrant> KvbmBackend::reserve_destination(OwnerId owner,
                                                                                const ActiveSequence& sequence,
                                                                                double /*now_ms*/) {
-  if (tables_.contains(owner)) throw ContractError("destination owner " + owner_text(owner) + " already owns blocks");
+  if (tables_.contains(owner)) throw ContractError("destination owner " + detail::owner_text(owner) + " already owns blocks");
   if (sequence.block_size() != block_size_) throw ContractError("sequence block size differs from the manager's");
   const std::size_t prompt_blocks = (sequence.num_input_tokens() + block_size_ - 1) / block_size_;
   Destination d;
@@ -484,10 +481,9 @@ std::optional<BlockManager::DestinationGrant> KvbmBackend::reserve_destination(O
 }
 
 void KvbmBackend::activate_destination(std::uint64_t reservation) {
-  const auto it = destinations_.find(reservation);
-  if (it == destinations_.end()) throw ContractError("unknown destination reservation " + std::to_string(reservation));
+  const auto it = detail::find_reservation(destinations_, reservation, "destination");
   Destination& d = it->second;
-  if (tables_.contains(d.owner)) throw ContractError("destination owner " + owner_text(d.owner) + " already owns blocks");
+  if (tables_.contains(d.owner)) throw ContractError("destination owner " + detail::owner_text(d.owner) + " already owns blocks");
   if (!d.blocks.empty() && d.blocks.back().is_partial() && partials_.contains(d.blocks.back().uuid())) {
     throw ContractError("partial block " + d.blocks.back().uuid().to_string() + " is already allocated");
   }
@@ -525,8 +521,7 @@ void KvbmBackend::activate_destination(std::uint64_t reservation) {
 }
 
 void KvbmBackend::cancel_destination(std::uint64_t reservation) {
-  const auto it = destinations_.find(reservation);
-  if (it == destinations_.end()) throw ContractError("unknown destination reservation " + std::to_string(reservation));
+  const auto it = detail::find_reservation(destinations_, reservation, "destination");
   Destination& d = it->second;
   std::vector<PositionalLineageHash> going_inactive;
   for (auto page = d.prefix_pages.rbegin(); page != d.prefix_pages.rend(); ++page) {

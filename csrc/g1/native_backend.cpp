@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "backend_support.hpp"
 #include "kvtier/core/errors.hpp"
 
 namespace kvtier::g1 {
@@ -12,8 +13,6 @@ template <class... Fs>
 struct Overloaded : Fs... {
   using Fs::operator()...;
 };
-
-std::string owner_text(OwnerId owner) { return std::to_string(owner.value()); }
 
 }  // namespace
 
@@ -38,7 +37,7 @@ G1Acquire NativeBackend::process(OwnerId owner, const MoveBlock& signal, std::si
 
 const NativeBackend::OwnerTable& NativeBackend::table(OwnerId owner) const {
   const auto it = tables_.find(owner);
-  if (it == tables_.end()) throw ContractError("unknown owner " + owner_text(owner));
+  if (it == tables_.end()) throw ContractError("unknown owner " + detail::owner_text(owner));
   return it->second;
 }
 
@@ -125,13 +124,13 @@ void NativeBackend::commit_use(OwnerId owner, const UseSignal& signal, NativeRes
 
 void NativeBackend::deref(OwnerId owner, const DerefSignal& signal) {
   const auto it = tables_.find(owner);
-  if (it == tables_.end()) throw ContractError("unknown owner " + owner_text(owner));
+  if (it == tables_.end()) throw ContractError("unknown owner " + detail::owner_text(owner));
   OwnerTable& owned = it->second;
   const std::size_t n = owned.blocks.size();
-  if (signal.blocks.size() > n) throw ContractError("Deref lists more blocks than owner " + owner_text(owner) + " owns");
+  if (signal.blocks.size() > n) throw ContractError("Deref lists more blocks than owner " + detail::owner_text(owner) + " owns");
   for (std::size_t i = 0; i < signal.blocks.size(); ++i) {
     if (signal.blocks[i] != owned.blocks[n - 1 - i]) {
-      throw ContractError("Deref must list owner " + owner_text(owner) + "'s last blocks leaf first; block " +
+      throw ContractError("Deref must list owner " + detail::owner_text(owner) + "'s last blocks leaf first; block " +
                           signal.blocks[i].to_string() + " is out of order");
     }
   }
@@ -151,7 +150,7 @@ void NativeBackend::promote(OwnerId owner, const PromoteSignal& signal) {
   const auto it = tables_.find(owner);
   if (it == tables_.end() || it->second.blocks.empty() || !it->second.blocks.back().is_partial() ||
       it->second.blocks.back().uuid() != signal.uuid) {
-    throw ContractError("partial block not found: " + signal.uuid.to_string() + " is not owner " + owner_text(owner) +
+    throw ContractError("partial block not found: " + signal.uuid.to_string() + " is not owner " + detail::owner_text(owner) +
                         "'s last block");
   }
   OwnerTable& owned = it->second;
@@ -168,7 +167,7 @@ void NativeBackend::finalize_computed_prefix(OwnerId owner, std::size_t before, 
   if (before > after) throw ContractError("finalize: computed_before exceeds computed_after");
   if (!caching_) return;
   const auto it = tables_.find(owner);
-  if (it == tables_.end()) throw ContractError("unknown owner " + owner_text(owner));
+  if (it == tables_.end()) throw ContractError("unknown owner " + detail::owner_text(owner));
   OwnerTable& owned = it->second;
   const std::size_t last = std::min(after / block_size_, owned.blocks.size());
   std::vector<VisibleBlock> visible;
@@ -258,15 +257,13 @@ std::optional<std::uint64_t> NativeBackend::reserve_decode_blocks(std::size_t bl
 }
 
 G1Acquire NativeBackend::process_decode(OwnerId owner, const MoveBlock& signal, std::uint64_t reservation) {
-  const auto it = decode_reservations_.find(reservation);
-  if (it == decode_reservations_.end()) throw ContractError("unknown decode reservation " + std::to_string(reservation));
+  const auto it = detail::find_reservation(decode_reservations_, reservation, "decode");
   if (const auto* use_signal = std::get_if<UseSignal>(&signal)) return use(owner, *use_signal, 0, &it->second);
   return process(owner, signal, 0);
 }
 
 void NativeBackend::release_decode(std::uint64_t reservation) {
-  const auto it = decode_reservations_.find(reservation);
-  if (it == decode_reservations_.end()) throw ContractError("unknown decode reservation " + std::to_string(reservation));
+  const auto it = detail::find_reservation(decode_reservations_, reservation, "decode");
   pool_.cancel(it->second);
   decode_reservations_.erase(it);
 }
@@ -274,7 +271,7 @@ void NativeBackend::release_decode(std::uint64_t reservation) {
 std::optional<BlockManager::DestinationGrant> NativeBackend::reserve_destination(OwnerId owner,
                                                                                  const ActiveSequence& sequence,
                                                                                  double /*now_ms*/) {
-  if (tables_.contains(owner)) throw ContractError("destination owner " + owner_text(owner) + " already owns blocks");
+  if (tables_.contains(owner)) throw ContractError("destination owner " + detail::owner_text(owner) + " already owns blocks");
   if (sequence.block_size() != block_size_) throw ContractError("sequence block size differs from the manager's");
   const std::size_t prompt_blocks = (sequence.num_input_tokens() + block_size_ - 1) / block_size_;
   Destination destination;
@@ -306,10 +303,9 @@ std::optional<BlockManager::DestinationGrant> NativeBackend::reserve_destination
 }
 
 void NativeBackend::activate_destination(std::uint64_t reservation) {
-  const auto it = destinations_.find(reservation);
-  if (it == destinations_.end()) throw ContractError("unknown destination reservation " + std::to_string(reservation));
+  const auto it = detail::find_reservation(destinations_, reservation, "destination");
   Destination& d = it->second;
-  if (tables_.contains(d.owner)) throw ContractError("destination owner " + owner_text(d.owner) + " already owns blocks");
+  if (tables_.contains(d.owner)) throw ContractError("destination owner " + detail::owner_text(d.owner) + " already owns blocks");
   if (!d.blocks.empty() && d.blocks.back().is_partial() && live_partials_.contains(d.blocks.back().uuid())) {
     throw ContractError("partial block " + d.blocks.back().uuid().to_string() + " is already allocated");
   }
@@ -358,8 +354,7 @@ void NativeBackend::activate_destination(std::uint64_t reservation) {
 }
 
 void NativeBackend::cancel_destination(std::uint64_t reservation) {
-  const auto it = destinations_.find(reservation);
-  if (it == destinations_.end()) throw ContractError("unknown destination reservation " + std::to_string(reservation));
+  const auto it = detail::find_reservation(destinations_, reservation, "destination");
   pool_.cancel(it->second.reservation);
   destinations_.erase(it);
 }
