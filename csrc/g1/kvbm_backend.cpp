@@ -54,11 +54,7 @@ KvbmBackend::KvbmBackend(std::uint32_t capacity, std::uint32_t block_size, Evict
   for (std::uint32_t page = capacity; page-- > 0;) return_page(page);
 }
 
-const KvbmBackend::OwnerTable& KvbmBackend::table(OwnerId owner) const {
-  const auto it = tables_.find(owner);
-  if (it == tables_.end()) throw ContractError("unknown owner " + detail::owner_text(owner));
-  return it->second;
-}
+const KvbmBackend::OwnerTable& KvbmBackend::table(OwnerId owner) const { return detail::owner_table(tables_, owner); }
 
 std::uint32_t KvbmBackend::registered_page(const PositionalLineageHash& plh) const { return registry_.find(plh); }
 
@@ -548,13 +544,7 @@ std::span<const PageId> KvbmBackend::block_table(OwnerId owner) const { return t
 
 std::span<const UniqueBlock> KvbmBackend::owned_blocks(OwnerId owner) const { return table(owner).blocks; }
 
-std::vector<OwnerId> KvbmBackend::owners() const {
-  std::vector<OwnerId> out;
-  out.reserve(tables_.size());
-  for (const auto& [owner, owned] : tables_) out.push_back(owner);
-  std::sort(out.begin(), out.end());
-  return out;
-}
+std::vector<OwnerId> KvbmBackend::owners() const { return detail::sorted_owners(tables_); }
 
 std::size_t KvbmBackend::metadata_bytes() const {
   std::size_t bytes = pages_.capacity() * sizeof(Page) + registry_.memory_bytes() + by_hash_.memory_bytes() +

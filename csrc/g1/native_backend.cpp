@@ -35,11 +35,7 @@ G1Acquire NativeBackend::process(OwnerId owner, const MoveBlock& signal, std::si
                     signal);
 }
 
-const NativeBackend::OwnerTable& NativeBackend::table(OwnerId owner) const {
-  const auto it = tables_.find(owner);
-  if (it == tables_.end()) throw ContractError("unknown owner " + detail::owner_text(owner));
-  return it->second;
-}
+const NativeBackend::OwnerTable& NativeBackend::table(OwnerId owner) const { return detail::owner_table(tables_, owner); }
 
 void NativeBackend::validate_use(OwnerId owner, const UseSignal& signal, std::size_t reusable) const {
   const std::size_t full = signal.full_block_count();
@@ -370,13 +366,7 @@ std::span<const PageId> NativeBackend::block_table(OwnerId owner) const { return
 
 std::span<const UniqueBlock> NativeBackend::owned_blocks(OwnerId owner) const { return table(owner).blocks; }
 
-std::vector<OwnerId> NativeBackend::owners() const {
-  std::vector<OwnerId> out;
-  out.reserve(tables_.size());
-  for (const auto& [owner, owned] : tables_) out.push_back(owner);
-  std::sort(out.begin(), out.end());
-  return out;
-}
+std::vector<OwnerId> NativeBackend::owners() const { return detail::sorted_owners(tables_); }
 
 std::size_t NativeBackend::metadata_bytes() const {
   std::size_t bytes = pool_.metadata_bytes();

@@ -1,6 +1,9 @@
 #pragma once
 // Signal builders shared by the G1 tests: a Use of full blocks with injected
 // hashes, local hash h+100 and root PLHs, as the spec's examples write them.
+#include <gtest/gtest.h>
+
+#include <map>
 #include <memory>
 #include <numeric>
 #include <vector>
@@ -57,5 +60,35 @@ struct ManagerWithSink {
   std::shared_ptr<RecordingEventSink> sink;
   G1Manager manager;
 };
+
+/// The pattern identity of the block a page backs (tests write it into the page).
+inline std::uint64_t block_identity(const UniqueBlock& b) {
+  return b.is_full() ? b.hash().value() : b.uuid().high() ^ b.uuid().low();
+}
+
+/// Counts a model predicts equal the manager's metrics.
+template <class Model>
+void expect_same_counts(const G1Manager& manager, const Model& model) {
+  const G1Metrics metrics = manager.metrics();
+  ASSERT_EQ(metrics.active_blocks, model.active());
+  ASSERT_EQ(metrics.inactive_blocks, model.inactive());
+  ASSERT_EQ(metrics.active_block_refs, model.refs());
+}
+
+/// Across all owners, every page backs exactly one identity, and no partial page is shared.
+inline void expect_each_page_backs_one_identity(const G1Manager& manager) {
+  std::map<std::uint32_t, std::uint64_t> identity_of_page;
+  for (const OwnerId owner : manager.owners()) {
+    const auto blocks = manager.owned_blocks(owner);
+    const auto pages = manager.block_table(owner);
+    for (std::size_t i = 0; i < blocks.size(); ++i) {
+      const auto [it, inserted] = identity_of_page.emplace(pages[i].value(), block_identity(blocks[i]));
+      ASSERT_EQ(it->second, block_identity(blocks[i])) << "page " << pages[i].value() << " backs two identities";
+      if (!inserted) {
+        ASSERT_TRUE(blocks[i].is_full()) << "a partial page is shared";
+      }
+    }
+  }
+}
 
 }  // namespace kvtier::g1::testing

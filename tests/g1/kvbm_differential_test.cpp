@@ -9,6 +9,7 @@
 #include <random>
 #include <string>
 
+#include "g1/g1_test_support.hpp"
 #include "g1/kvbm_reference_model.hpp"
 #include "kvtier/core/errors.hpp"
 #include "kvtier/g1/g1_manager.hpp"
@@ -47,9 +48,7 @@ class KvbmDifferential : public ::testing::TestWithParam<std::tuple<EvictionBack
   }
 
   int pick(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng_); }
-  static std::uint64_t identity(const UniqueBlock& b) {
-    return b.is_full() ? b.hash().value() : b.uuid().high() ^ b.uuid().low();
-  }
+  static std::uint64_t identity(const UniqueBlock& b) { return testing::block_identity(b); }
 
   /// Pages of the owner's blocks [first, end) get their blocks' bytes ("computed KV").
   void write_range(std::uint64_t owner, std::size_t first) {
@@ -178,10 +177,7 @@ class KvbmDifferential : public ::testing::TestWithParam<std::tuple<EvictionBack
   }
 
   void compare() {
-    const G1Metrics metrics = manager_->metrics();
-    ASSERT_EQ(metrics.active_blocks, model_->active());
-    ASSERT_EQ(metrics.inactive_blocks, model_->inactive());
-    ASSERT_EQ(metrics.active_block_refs, model_->refs());
+    ASSERT_NO_FATAL_FAILURE(testing::expect_same_counts(*manager_, *model_));
     std::vector<KvbmReferenceModel::EventData> actual;
     for (const KvEvent& event : sink_->events()) {
       actual.push_back(event.data);
@@ -194,17 +190,12 @@ class KvbmDifferential : public ::testing::TestWithParam<std::tuple<EvictionBack
         ASSERT_EQ(manager_->is_cached(SequenceHash(prompt_hash(p, i))), model_->cached(prompt_hash(p, i)));
       }
     }
-    std::map<std::uint32_t, std::uint64_t> identity_of_page;
     ASSERT_EQ(manager_->owners().size(), model_->owners().size());
     for (const auto& [owner, table] : model_->owners()) {
       const auto blocks = manager_->owned_blocks(OwnerId(owner));
-      const auto pages = manager_->block_table(OwnerId(owner));
       ASSERT_EQ(std::vector<UniqueBlock>(blocks.begin(), blocks.end()), table);
-      for (std::size_t i = 0; i < table.size(); ++i) {
-        const auto [it, inserted] = identity_of_page.emplace(pages[i].value(), identity(blocks[i]));
-        ASSERT_EQ(it->second, identity(blocks[i])) << "page " << pages[i].value() << " backs two identities";
-      }
     }
+    ASSERT_NO_FATAL_FAILURE(testing::expect_each_page_backs_one_identity(*manager_));
   }
 
   std::mt19937 rng_;

@@ -10,6 +10,7 @@
 #include <iostream>
 #include <set>
 
+#include "g1/g1_test_support.hpp"
 #include "g1/native_reference_model.hpp"
 #include "kvtier/core/errors.hpp"
 #include "kvtier/g1/g1_manager.hpp"
@@ -45,9 +46,7 @@ class NativeDifferential : public ::testing::TestWithParam<std::tuple<std::uint3
 
   int pick(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng_); }
 
-  static std::uint64_t identity(const UniqueBlock& b) {
-    return b.is_full() ? b.hash().value() : b.uuid().high() ^ b.uuid().low();
-  }
+  static std::uint64_t identity(const UniqueBlock& b) { return testing::block_identity(b); }
 
   /// "Computes" the KV of an owner's blocks from position `first` on.
   void write_from(std::uint64_t owner, std::size_t first) {
@@ -208,10 +207,7 @@ class NativeDifferential : public ::testing::TestWithParam<std::tuple<std::uint3
   }
 
   void compare() {
-    const G1Metrics metrics = manager_->metrics();
-    ASSERT_EQ(metrics.active_blocks, model_->active());
-    ASSERT_EQ(metrics.inactive_blocks, model_->inactive());
-    ASSERT_EQ(metrics.active_block_refs, model_->refs());
+    ASSERT_NO_FATAL_FAILURE(testing::expect_same_counts(*manager_, *model_));
     std::vector<NativeReferenceModel::EventData> actual;
     for (const KvEvent& event : sink_->events()) {
       actual.push_back(event.data);
@@ -225,21 +221,13 @@ class NativeDifferential : public ::testing::TestWithParam<std::tuple<std::uint3
       }
     }
     // Owner tables agree, and each page backs exactly one identity.
-    std::map<std::uint32_t, std::uint64_t> identity_of_page;
     ASSERT_EQ(manager_->owners().size(), model_->owners().size());
     for (const auto& [owner, table] : model_->owners()) {
       const auto blocks = manager_->owned_blocks(OwnerId(owner));
-      const auto pages = manager_->block_table(OwnerId(owner));
       ASSERT_EQ(blocks.size(), table.size());
-      for (std::size_t i = 0; i < table.size(); ++i) {
-        ASSERT_EQ(blocks[i], table[i].block);
-        const auto [it, inserted] = identity_of_page.emplace(pages[i].value(), identity(blocks[i]));
-        ASSERT_EQ(it->second, identity(blocks[i])) << "page " << pages[i].value() << " backs two identities";
-        if (!inserted) {
-          ASSERT_TRUE(blocks[i].is_full()) << "a partial page is shared";
-        }
-      }
+      for (std::size_t i = 0; i < table.size(); ++i) ASSERT_EQ(blocks[i], table[i].block);
     }
+    ASSERT_NO_FATAL_FAILURE(testing::expect_each_page_backs_one_identity(*manager_));
   }
 
   static constexpr std::uint32_t kCapacity = 12;
