@@ -18,7 +18,7 @@ std::uint64_t next_sequence_seed() {
 }  // namespace
 
 ActiveSequence::ActiveSequence(std::vector<TokenId> prompt, ActiveSequenceConfig config)
-    : config_(std::move(config)), tokens_(std::move(prompt)), rng_(next_sequence_seed()) {
+    : config_(std::move(config)), tokens_(std::move(prompt)), rng_(config_.seed.value_or(next_sequence_seed())) {
   if (config_.block_size < 2) {
     throw ContractError("block_size must be at least 2, got " + std::to_string(config_.block_size));
   }
@@ -142,9 +142,13 @@ void ActiveSequence::pop() {
   }
 }
 
+bool ActiveSequence::promotes_computed_tail(std::size_t computed_tokens) const noexcept {
+  return computed_tokens != 0 && computed_tokens == len() && computed_tokens % config_.block_size == 0 &&
+         !blocks_.empty() && blocks_.back().is_partial();
+}
+
 std::optional<PromoteSignal> ActiveSequence::promote_computed_tail(std::size_t computed_tokens) {
-  if (computed_tokens == 0 || computed_tokens != len() || computed_tokens % config_.block_size != 0) return std::nullopt;
-  if (blocks_.empty() || !blocks_.back().is_partial()) return std::nullopt;
+  if (!promotes_computed_tail(computed_tokens)) return std::nullopt;
   return promote_tail();
 }
 

@@ -45,16 +45,40 @@ G1Manager G1Manager::with_eviction_backend(G1ManagerConfig config, EvictionBacke
   return G1Manager(config, std::move(sinks));
 }
 
-G1Acquire G1Manager::process_for_request(OwnerId owner, const MoveBlock& signal, std::size_t reusable_prefix_blocks) {
-  if (const auto* use = std::get_if<UseSignal>(&signal); use && use->plhs.size() != use->full_block_count()) {
-    throw ContractError("PLHs must align with full blocks");
+void G1Manager::validate_signal(const MoveBlock& signal) const {
+  const auto check_tokens = [&](const std::vector<TokenId>& tokens) {
+    if (tokens.size() != config_.block_size) {
+      throw ContractError("token ids must hold block_size (" + std::to_string(config_.block_size) +
+                          ") tokens per full block, got " + std::to_string(tokens.size()));
+    }
+  };
+  if (const auto* use = std::get_if<UseSignal>(&signal)) {
+    if (use->plhs.size() != use->full_block_count()) throw ContractError("PLHs must align with full blocks");
+    if (use->token_ids) {
+      for (const auto& tokens : *use->token_ids) check_tokens(tokens);
+    }
+  } else if (const auto* promote = std::get_if<PromoteSignal>(&signal); promote && promote->token_ids) {
+    check_tokens(*promote->token_ids);
   }
+}
+
+G1Acquire G1Manager::process_for_request(OwnerId owner, const MoveBlock& signal, std::size_t reusable_prefix_blocks) {
+  validate_signal(signal);
   return backend_->process(owner, signal, reusable_prefix_blocks);
 }
 
 void G1Manager::finalize_computed_prefix(OwnerId owner, std::size_t before, std::size_t after,
                                          ActiveSequence* sequence) {
   if (config_.backend != G1Backend::Native) return;
+  // The tail's Promote is checked before the finalize publishes anything, so
+  // a refused call changes nothing (issue #13).
+  if (sequence != nullptr && sequence->promotes_computed_tail(after)) {
+    const auto owned = has_owner(owner) ? owned_blocks(owner) : std::span<const UniqueBlock>{};
+    if (owned.empty() || owned.back() != sequence->blocks().back()) {
+      throw ContractError("partial block not found: the sequence's tail " + sequence->blocks().back().to_string() +
+                          " is not owner " + std::to_string(owner.value()) + "'s last block");
+    }
+  }
   // #12222: earlier blocks first; the scan stops at the still-partial tail,
   // whose Promote then names the just-published block as its parent.
   backend_->finalize_computed_prefix(owner, before, after);
@@ -81,9 +105,7 @@ std::optional<DecodeReservation> G1Manager::reserve_decode_blocks(std::size_t bl
 G1Acquire G1Manager::process_decode_signal_for_request(OwnerId owner, const MoveBlock& signal,
                                                        const DecodeReservation& reservation) {
   check_handle(reservation.manager, reservation.backend, "decode reservation");
-  if (const auto* use = std::get_if<UseSignal>(&signal); use && use->plhs.size() != use->full_block_count()) {
-    throw ContractError("PLHs must align with full blocks");
-  }
+  validate_signal(signal);
   return backend_->process_decode(owner, signal, reservation.id);
 }
 

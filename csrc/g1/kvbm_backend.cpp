@@ -7,6 +7,7 @@
 
 #include "backend_support.hpp"
 #include "kvtier/core/errors.hpp"
+#include "kvtier/core/expects.hpp"
 
 namespace kvtier::g1 {
 namespace {
@@ -51,7 +52,7 @@ KvbmBackend::KvbmBackend(std::uint32_t capacity, std::uint32_t block_size, Evict
       pages_(capacity),
       registry_(capacity, PlhOfPage{&pages_}),
       by_hash_(capacity, HashOfPage{&pages_}) {
-  for (std::uint32_t page = capacity; page-- > 0;) return_page(page);
+  for (std::uint32_t page = capacity; page-- > 0;) push_free(page);
 }
 
 const KvbmBackend::OwnerTable& KvbmBackend::table(OwnerId owner) const { return detail::owner_table(tables_, owner); }
@@ -63,8 +64,13 @@ std::uint32_t KvbmBackend::logical_refs(SequenceHash hash) const {
   return page == kNone ? 0 : pages_[page].refs;
 }
 
-void KvbmBackend::return_page(std::uint32_t page) noexcept {
+void KvbmBackend::return_page(std::uint32_t page) {
+  KVTIER_ASSERT(pages_[page].state != PageState::Reset, "page " + std::to_string(page) + " is freed twice");
   if (pages_[page].flags & kHasTokenIds) token_ids_.erase(page);
+  push_free(page);
+}
+
+void KvbmBackend::push_free(std::uint32_t page) noexcept {
   pages_[page] = Page{};
   pages_[page].refs = free_head_;
   free_head_ = page;
@@ -186,6 +192,11 @@ void KvbmBackend::validate_use(const UseSignal& signal) const {
   for (std::size_t i = 0; i + 1 < signal.blocks.size(); ++i) {
     if (signal.blocks[i].is_partial()) throw ContractError("only the last block of a Use may be partial");
   }
+  // A partial block has exactly one owner, once: a second holder would share
+  // its page and free it under the first (issue #13).
+  if (!signal.blocks.empty() && signal.blocks.back().is_partial() && partials_.contains(signal.blocks.back().uuid())) {
+    throw ContractError("partial block " + signal.blocks.back().uuid().to_string() + " is already allocated");
+  }
 }
 
 std::vector<KvbmBackend::Classified> KvbmBackend::classify(const UseSignal& signal) const {
@@ -194,8 +205,7 @@ std::vector<KvbmBackend::Classified> KvbmBackend::classify(const UseSignal& sign
   std::size_t full_index = 0;
   for (const UniqueBlock& block : signal.blocks) {
     if (block.is_partial()) {
-      const auto it = partials_.find(block.uuid());
-      out.push_back(it == partials_.end() ? Classified{Kind::Fresh, kNone} : Classified{Kind::ExistingPartial, it->second});
+      out.push_back({Kind::Fresh, kNone});  // validate_use refused a live one
       continue;
     }
     // With real hashes a block's PLH and sequence hash name the same page: one
@@ -313,6 +323,9 @@ void KvbmBackend::deref(OwnerId owner, const DerefSignal& signal) {
   for (; dropped < listed.size(); ++dropped) {
     Page& p = pages_[listed[dropped]];
     if (p.state == PageState::Partial) {
+      const auto partial = partials_.find(owned.blocks[n - 1 - dropped].uuid());
+      KVTIER_ASSERT(partial != partials_.end() && partial->second == listed[dropped],
+                    "a table lists partial page " + std::to_string(listed[dropped]) + " that its block does not hold");
       if (p.flags & kMarked) {
         refusal = "Deref releases a partial block twice";
         break;
@@ -554,6 +567,82 @@ std::size_t KvbmBackend::metadata_bytes() const {
              owned.blocks.capacity() * sizeof(UniqueBlock);
   }
   return bytes;
+}
+
+void KvbmBackend::audit() const {
+  std::vector<std::uint32_t> uses(capacity_, 0);
+  std::size_t entries = 0;
+  for (const auto& [owner, owned] : tables_) {
+    const std::string who = "owner " + detail::owner_text(owner);
+    KVTIER_ASSERT(!owned.blocks.empty(), who + " keeps an empty table");
+    KVTIER_ASSERT(owned.pages.size() == owned.blocks.size(), who + "'s table columns differ in length");
+    for (std::size_t i = 0; i < owned.blocks.size(); ++i) {
+      const std::uint32_t page = owned.pages[i].value();
+      KVTIER_ASSERT(page < capacity_, who + " lists a page outside the pool");
+      ++uses[page];
+      ++entries;
+      const std::string at = who + ", page " + std::to_string(page) + ": ";
+      if (owned.blocks[i].is_partial()) {
+        const auto partial = partials_.find(owned.blocks[i].uuid());
+        KVTIER_ASSERT(pages_[page].state == PageState::Partial, at + "a partial block on a page that is not partial");
+        KVTIER_ASSERT(partial != partials_.end() && partial->second == page, at + "a partial block its record does not hold");
+      } else {
+        KVTIER_ASSERT(pages_[page].state == PageState::Registered, at + "a full block on a page that is not registered");
+      }
+    }
+  }
+  std::vector<bool> on_free_list(capacity_, false);
+  std::uint32_t free_pages = 0;
+  for (std::uint32_t page = free_head_; page != kNone; page = pages_[page].refs) {
+    KVTIER_ASSERT(page < capacity_ && !on_free_list[page] && pages_[page].state == PageState::Reset,
+                  "the free list is corrupt at page " + std::to_string(page));
+    on_free_list[page] = true;
+    ++free_pages;
+  }
+  KVTIER_ASSERT(free_pages == free_count_, "the free list length differs from its count");
+  std::size_t held = 0;
+  for (const auto& entry : decode_reservations_) held += entry.second.size();
+  for (const auto& entry : destinations_) held += entry.second.slots.size();
+  std::vector<std::uint32_t> pins(capacity_, 0);
+  for (const auto& entry : destinations_) {
+    for (std::uint32_t page : entry.second.prefix_pages) ++pins[page];
+  }
+  std::size_t partial_pages = 0;
+  std::size_t held_pages = 0;
+  std::size_t refs = 0;
+  std::size_t inactive = 0;
+  for (std::uint32_t page = 0; page < capacity_; ++page) {
+    const Page& p = pages_[page];
+    const std::string at = "page " + std::to_string(page) + ": ";
+    switch (p.state) {
+      case PageState::Reset:
+        KVTIER_ASSERT(on_free_list[page], at + "a reset page is missing from the free list");
+        KVTIER_ASSERT(uses[page] == 0, at + "a table holds a free page");
+        break;
+      case PageState::Held:
+        ++held_pages;
+        KVTIER_ASSERT(uses[page] == 0, at + "a table holds a reserved slot");
+        break;
+      case PageState::Partial:
+        ++partial_pages;
+        KVTIER_ASSERT(uses[page] == 1, at + "a partial page has other than one table entry");
+        break;
+      case PageState::Registered:
+        refs += p.refs;
+        KVTIER_ASSERT(p.refs == uses[page], at + "references differ from table entries");
+        KVTIER_ASSERT(p.pins == pins[page], at + "pins differ from the destination reservations");
+        KVTIER_ASSERT(registry_.find(p.plh) == page, at + "a registered page is missing from the registry");
+        KVTIER_ASSERT(policy_->contains(PageId(page)) == (p.refs == 0 && p.pins == 0),
+                      at + "a registered page is in the inactive pool iff unheld");
+        if (p.refs == 0 && p.pins == 0) ++inactive;
+        break;
+    }
+  }
+  KVTIER_ASSERT(held_pages == held, "reserved slots differ from the reservations");
+  KVTIER_ASSERT(partial_pages == partials_.size(), "partial pages differ from the partial records");
+  KVTIER_ASSERT(refs == full_refs_, "full references differ from the registered pages' counts");
+  KVTIER_ASSERT(entries == partials_.size() + full_refs_, "active references differ from the table entries");
+  KVTIER_ASSERT(inactive == policy_->size(), "the inactive pool's size differs from the unheld registered pages");
 }
 
 }  // namespace kvtier::g1

@@ -5,6 +5,7 @@
 
 #include "backend_support.hpp"
 #include "kvtier/core/errors.hpp"
+#include "kvtier/core/expects.hpp"
 
 namespace kvtier::g1 {
 namespace {
@@ -375,6 +376,38 @@ std::size_t NativeBackend::metadata_bytes() const {
              owned.blocks.capacity() * sizeof(UniqueBlock) + owned.meta.capacity() * sizeof(BlockMeta);
   }
   return bytes;
+}
+
+void NativeBackend::audit() const {
+  NativeBlockPool::Holders holders{.refs = std::vector<std::uint32_t>(pool_.capacity(), 0),
+                                   .pins = std::vector<std::uint32_t>(pool_.capacity(), 0)};
+  std::size_t partials = 0;
+  for (const auto& [owner, owned] : tables_) {
+    const std::string who = "owner " + detail::owner_text(owner);
+    KVTIER_ASSERT(!owned.blocks.empty(), who + " keeps an empty table");
+    KVTIER_ASSERT(owned.pages.size() == owned.blocks.size() && owned.meta.size() == owned.blocks.size(),
+                  who + "'s table columns differ in length");
+    for (std::size_t i = 0; i < owned.blocks.size(); ++i) {
+      const PageId page = owned.pages[i];
+      KVTIER_ASSERT(page.value() < pool_.capacity(), who + " lists a page outside the pool");
+      ++holders.refs[page.value()];
+      if (owned.blocks[i].is_partial()) {
+        ++partials;
+        KVTIER_ASSERT(live_partials_.contains(owned.blocks[i].uuid()), who + " holds a partial block that is not live");
+        KVTIER_ASSERT(pool_.is_private_page(page), who + "'s partial block is on a page that is not private");
+      } else if (const auto hash = pool_.cached_hash(page)) {
+        KVTIER_ASSERT(*hash == owned.blocks[i].hash(), who + "'s full block is on a page cached for another hash");
+      }
+    }
+  }
+  KVTIER_ASSERT(partials == live_partials_.size(), "live partial blocks differ from the partials in tables");
+  const auto hold = [&](const NativeReservation& reservation) {
+    for (const PrefixPin& pin : reservation.prefix) ++holders.pins[pin.page.value()];
+    holders.reserved += reservation.fresh;
+  };
+  for (const auto& entry : decode_reservations_) hold(entry.second);
+  for (const auto& entry : destinations_) hold(entry.second.reservation);
+  pool_.audit(holders);
 }
 
 }  // namespace kvtier::g1

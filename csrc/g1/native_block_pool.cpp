@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "kvtier/core/errors.hpp"
+#include "kvtier/core/expects.hpp"
 
 namespace kvtier::g1 {
 
@@ -254,6 +255,67 @@ std::vector<PageId> NativeBlockPool::inactive_order() const {
   order.reserve(inactive_len_);
   for (std::uint32_t page = lru_head_; page != kNone; page = pages_[page].next) order.emplace_back(page);
   return order;
+}
+
+bool NativeBlockPool::is_private_page(PageId page) const { return entry(page).state == PageState::Private; }
+
+std::optional<SequenceHash> NativeBlockPool::cached_hash(PageId page) const {
+  const PageEntry& e = entry(page);
+  if (e.state != PageState::Cached) return std::nullopt;
+  return SequenceHash(e.hash);
+}
+
+void NativeBlockPool::audit(const Holders& holders) const {
+  KVTIER_ASSERT(holders.refs.size() == capacity_ && holders.pins.size() == capacity_, "audit needs one count per page");
+  std::vector<bool> on_free_list(capacity_, false);
+  std::uint32_t free_pages = 0;
+  for (std::uint32_t page = free_head_; page != kNone; page = pages_[page].next) {
+    KVTIER_ASSERT(page < capacity_ && !on_free_list[page] && pages_[page].state == PageState::Free,
+                  "the free list is corrupt at page " + std::to_string(page));
+    on_free_list[page] = true;
+    ++free_pages;
+  }
+  std::uint32_t lru_pages = 0;
+  for (std::uint32_t page = lru_head_; page != kNone; page = pages_[page].next) {
+    KVTIER_ASSERT(page < capacity_ && pages_[page].in_lru && lru_pages < capacity_,
+                  "the inactive list is corrupt at page " + std::to_string(page));
+    ++lru_pages;
+  }
+  KVTIER_ASSERT(lru_pages == inactive_len_, "the inactive list length differs from its count");
+  std::uint32_t privates = 0;
+  std::uint32_t cached = 0;
+  std::size_t refs = 0;
+  for (std::uint32_t page = 0; page < capacity_; ++page) {
+    const PageEntry& e = pages_[page];
+    const std::string at = " (page " + std::to_string(page) + ")";
+    switch (e.state) {
+      case PageState::Free:
+        KVTIER_ASSERT(on_free_list[page], "a free page is missing from the free list" + at);
+        KVTIER_ASSERT(holders.refs[page] == 0 && holders.pins[page] == 0, "a table or reservation holds a free page" + at);
+        break;
+      case PageState::Private:
+        ++privates;
+        KVTIER_ASSERT(holders.refs[page] == 1 && holders.pins[page] == 0, "a private page has other than one holder" + at);
+        break;
+      case PageState::Cached: {
+        ++cached;
+        refs += e.refs;
+        KVTIER_ASSERT(e.refs == holders.refs[page], "a cached page's references differ from its table entries" + at);
+        KVTIER_ASSERT(e.pins == holders.pins[page], "a cached page's pins differ from its reservations" + at);
+        KVTIER_ASSERT(e.in_lru == (e.refs == 0 && e.pins == 0), "a cached page is in the inactive list iff unheld" + at);
+        std::uint32_t copy = index_.find(e.hash);
+        std::uint32_t steps = 0;
+        while (copy != kNone && copy != page && steps++ < capacity_) copy = pages_[copy].dup_next;
+        KVTIER_ASSERT(copy == page, "a cached page is missing from its hash's chain of copies" + at);
+        break;
+      }
+    }
+  }
+  KVTIER_ASSERT(free_pages + privates + cached == capacity_, "free + private + cached pages differ from the capacity");
+  KVTIER_ASSERT(copies_ == privates + cached && private_copies_ == privates && cached_refs_ == refs,
+                "the pool's counts differ from its pages");
+  KVTIER_ASSERT(reserved_ == holders.reserved && copies_ + reserved_ <= capacity_,
+                "reserved capacity differs from the reservations or exceeds the free pages");
 }
 
 std::size_t NativeBlockPool::metadata_bytes() const noexcept {

@@ -91,12 +91,12 @@ TEST(KvbmBackend, P14StoredRunsSplitAtReusedBlocks) {
   m.sink->clear();
   UseSignal use = use_full({10, 11, 20, 30, 31}, 5);
   for (auto& local : use.local_hashes) local = LocalBlockHash(local.value() + 900);  // 1010, 1011, ...
-  use.token_ids = BlockTokenIds{{1}, {2}, {3}, {4}, {5}};
+  use.token_ids = BlockTokenIds{{1, 1, 1, 1}, {2, 2, 2, 2}, {3, 3, 3, 3}, {4, 4, 4, 4}, {5, 5, 5, 5}};
   EXPECT_EQ(m.manager.process_for_request(kB, use), G1Acquire::ready(5));
   KvStored first = stored(5, {{10, 1010}, {11, 1011}});
-  first.token_ids = BlockTokenIds{{1}, {2}};
+  first.token_ids = BlockTokenIds{{1, 1, 1, 1}, {2, 2, 2, 2}};
   KvStored second = stored(20, {{30, 1030}, {31, 1031}});
-  second.token_ids = BlockTokenIds{{4}, {5}};
+  second.token_ids = BlockTokenIds{{4, 4, 4, 4}, {5, 5, 5, 5}};
   EXPECT_EQ(m.data(), (std::vector<Data>{first, second}));
 }
 

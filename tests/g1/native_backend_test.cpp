@@ -226,14 +226,14 @@ TEST(NativeBackend, StoredRunsSplitAtDuplicatesAndWhereTokenIdPresenceChanges) {
   m.sink->clear();
   // B's blocks 1 and 3 are fresh; block 2 is a duplicate of A's (not newly visible).
   UseSignal use = use_full({1, 2, 3, 4});
-  use.token_ids = BlockTokenIds{{1}, {2}, {3}, {4}};
+  use.token_ids = BlockTokenIds{{1, 1, 1, 1}, {2, 2, 2, 2}, {3, 3, 3, 3}, {4, 4, 4, 4}};
   m.manager.process_for_request(kB, use);
   m.manager.finalize_computed_prefix(kB, 0, 16);
   ASSERT_EQ(m.sink->events().size(), 2U);
   KvStored first = stored(std::nullopt, {{1, 101}});
-  first.token_ids = BlockTokenIds{{1}};
+  first.token_ids = BlockTokenIds{{1, 1, 1, 1}};
   KvStored second = stored(2, {{3, 103}, {4, 104}});
-  second.token_ids = BlockTokenIds{{3}, {4}};
+  second.token_ids = BlockTokenIds{{3, 3, 3, 3}, {4, 4, 4, 4}};
   EXPECT_EQ(m.data(), (std::vector<Data>{first, second}));
 }
 

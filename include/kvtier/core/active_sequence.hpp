@@ -19,6 +19,9 @@ struct ActiveSequenceConfig {
   bool emit_token_ids = false;
   /// Output tokens `generate()` appends, in order, before falling back to random ids.
   std::vector<TokenId> planned_output;
+  /// Seeds the random identities (caching off) and random output tokens, so a
+  /// script replays byte for byte; unset, every sequence draws a fresh seed.
+  std::optional<std::uint64_t> seed;
 };
 
 /// A request as a list of blocks and the MoveBlock signals that drive a G1
@@ -69,6 +72,8 @@ class ActiveSequence {
   /// Promotes the trailing partial now when exactly `computed_tokens == len()`
   /// fill it (a non-zero multiple of block_size).
   std::optional<PromoteSignal> promote_computed_tail(std::size_t computed_tokens);
+  /// Whether promote_computed_tail(computed_tokens) would promote (pure).
+  bool promotes_computed_tail(std::size_t computed_tokens) const noexcept;
 
   /// Deref of the allocated blocks, leaf first (nullopt when nothing is allocated).
   std::optional<DerefSignal> free_signal() const;

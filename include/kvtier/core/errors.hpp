@@ -17,6 +17,14 @@ class ContractError : public Error {
   using Error::Error;
 };
 
+/// kvtier broke one of its own invariants (a bug, never the caller's fault):
+/// a logic error, deliberately not a ContractError, so no caller handles it
+/// as a refused request.
+class InvariantError : public std::logic_error {
+ public:
+  using std::logic_error::logic_error;
+};
+
 /// An impossible or unsupported configuration was requested.
 class ConfigError : public Error {
  public:

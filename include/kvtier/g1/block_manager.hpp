@@ -48,6 +48,11 @@ class BlockManager {
   virtual bool is_cached(SequenceHash hash) const = 0;
   /// Bytes of per-page and per-block bookkeeping held now.
   virtual std::size_t metadata_bytes() const = 0;
+  /// Checks every internal invariant — each page in a table is held (never
+  /// free), page references equal table entries, the free and inactive lists
+  /// and the counts agree — and throws InvariantError naming the first broken
+  /// one. O(pages + table entries): for tests and the operation harness.
+  virtual void audit() const = 0;
 };
 
 }  // namespace kvtier::g1

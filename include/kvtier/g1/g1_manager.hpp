@@ -54,7 +54,8 @@ class G1Manager {
   G1Manager& operator=(const G1Manager&) = delete;
 
   /// Processes one MoveBlock for `owner`. A Use must carry one PLH per full
-  /// block ("PLHs must align with full blocks").
+  /// block ("PLHs must align with full blocks"); token id lists, where given,
+  /// hold exactly block_size tokens.
   G1Acquire process_for_request(OwnerId owner, const MoveBlock& signal, std::size_t reusable_prefix_blocks = 0);
   /// Native: makes the blocks in [before/bs, after/bs) visible, then — when a
   /// sequence is given — promotes its computed tail, so a child is never
@@ -94,6 +95,8 @@ class G1Manager {
   std::vector<OwnerId> owners() const { return backend_->owners(); }
   bool is_cached(SequenceHash hash) const { return backend_->is_cached(hash); }
   std::size_t metadata_bytes() const { return backend_->metadata_bytes(); }
+  /// BlockManager::audit: InvariantError when the backend's state is inconsistent.
+  void audit() const { backend_->audit(); }
 
   // Offload calls (spec §2.1). The native backend answers "no engine, no
   // hits, nothing pinned" and refuses attach and swap-in registration.
@@ -108,6 +111,9 @@ class G1Manager {
 
  private:
   void check_handle(std::uint64_t manager, G1Backend backend, const char* what) const;
+  /// Shape checks every backend shares: PLHs align with the full blocks, token
+  /// id lists hold block_size tokens.
+  void validate_signal(const MoveBlock& signal) const;
 
   G1ManagerConfig config_;
   std::uint64_t id_;

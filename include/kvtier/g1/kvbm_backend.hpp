@@ -37,6 +37,7 @@ class KvbmBackend final : public BlockManager {
   std::vector<OwnerId> owners() const override;
   bool is_cached(SequenceHash hash) const override { return by_hash_.find(hash.value()) != kNone; }
   std::size_t metadata_bytes() const override;
+  void audit() const override;
 
   /// The registered block's logical owner count (0 when inactive or unknown).
   std::uint32_t logical_refs(SequenceHash hash) const;
@@ -75,7 +76,7 @@ class KvbmBackend final : public BlockManager {
     std::vector<PageId> pages;
     std::vector<UniqueBlock> blocks;
   };
-  enum class Kind : std::uint8_t { ActiveHit, Matched, ExistingPartial, Fresh };
+  enum class Kind : std::uint8_t { ActiveHit, Matched, Fresh };
   struct Classified {
     Kind kind;
     std::uint32_t page;
@@ -103,7 +104,9 @@ class KvbmBackend final : public BlockManager {
   /// Takes `count` pages, reset ones first, then victims; appends evicted
   /// registered hashes to `removed`. Precondition: obtainable >= count.
   std::vector<std::uint32_t> take_pages(std::size_t count, std::vector<SequenceHash>& removed);
-  void return_page(std::uint32_t page) noexcept;
+  /// Back to the reset pool; InvariantError when the page is free already.
+  void return_page(std::uint32_t page);
+  void push_free(std::uint32_t page) noexcept;
   /// One more logical owner; an inactive page is taken back from the pool.
   void add_ref(std::uint32_t page);
   void drop_ref(std::uint32_t page);

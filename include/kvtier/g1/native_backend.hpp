@@ -36,6 +36,7 @@ class NativeBackend final : public BlockManager {
   std::vector<OwnerId> owners() const override;
   bool is_cached(SequenceHash hash) const override { return pool_.is_resident(hash); }
   std::size_t metadata_bytes() const override;
+  void audit() const override;
 
   const NativeBlockPool& pool() const noexcept { return pool_; }
 

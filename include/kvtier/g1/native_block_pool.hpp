@@ -96,6 +96,19 @@ class NativeBlockPool {
   std::vector<PageId> inactive_order() const;
   /// Bytes of bookkeeping this pool holds (page table + hash index).
   std::size_t metadata_bytes() const noexcept;
+  /// What the pool's users hold, per page: references from owner tables and
+  /// pins from reservations; `reserved` is the fresh capacity they promise.
+  struct Holders {
+    std::vector<std::uint32_t> refs;
+    std::vector<std::uint32_t> pins;
+    std::uint32_t reserved = 0;
+  };
+  /// Checks the free list, the LRU, the hash chains and every count against
+  /// each other and against `holders`; InvariantError names the first break.
+  void audit(const Holders& holders) const;
+  bool is_private_page(PageId page) const;
+  /// The hash of a cached copy; nullopt for a private or free page.
+  std::optional<SequenceHash> cached_hash(PageId page) const;
 
  private:
   static constexpr std::uint32_t kNone = 0xFFFFFFFFU;
