@@ -50,7 +50,7 @@ void BM_ActiveSequenceFromPrompt(benchmark::State& state) {
                                                                          .max_output_tokens = 0,
                                                                          .enable_prefix_caching = true,
                                                                          .emit_token_ids = false,
-                                                                         .planned_output = {}});
+                                                                         .planned_output = {}, .seed = std::nullopt});
     benchmark::DoNotOptimize(sequence.blocks().data());
   }
   report_tokens(state, tokens.size());

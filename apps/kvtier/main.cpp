@@ -10,6 +10,11 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   kvtier::cli::add_info_command(app, exit_code);
   kvtier::cli::add_script_command(app, exit_code);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    // --help and --version exit 0; every usage error is status 2, as documented.
+    return app.exit(error) == 0 ? 0 : 2;
+  }
   return exit_code;
 }

@@ -1,5 +1,6 @@
 #include "script_command.hpp"
 
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -15,7 +16,13 @@ void add_script_command(CLI::App& app, int& exit_code) {
   command->add_option("file", *path, "JSON Lines script, or - for standard input")->required();
   command->callback([path, &exit_code] {
     if (*path == "-") {
-      exit_code = script::run_script(std::cin, std::cout);
+      exit_code = script::run_script(std::cin, std::cout, std::cerr);
+      return;
+    }
+    std::error_code error;
+    if (std::filesystem::is_directory(*path, error)) {
+      std::cerr << "kvtier script: " << *path << " is a directory, not a script\n";
+      exit_code = 2;
       return;
     }
     std::ifstream file(*path);
@@ -24,7 +31,7 @@ void add_script_command(CLI::App& app, int& exit_code) {
       exit_code = 2;
       return;
     }
-    exit_code = script::run_script(file, std::cout);
+    exit_code = script::run_script(file, std::cout, std::cerr);
   });
 }
 

@@ -92,6 +92,7 @@ Json ScriptRunner::State::op_finalize(const Fields& f) {
     entry.sequence = backup;
     throw;
   }
+  label_partials(entry, f.string("sequence"));
   return Json::object();
 }
 

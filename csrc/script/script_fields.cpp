@@ -35,6 +35,14 @@ std::uint64_t Fields::u64(const char* name) const { return as_u64(raw(name), std
 
 std::uint64_t Fields::u64_or(const char* name, std::uint64_t fallback) const { return has(name) ? u64(name) : fallback; }
 
+std::uint32_t Fields::u32(const char* name) const {
+  const std::uint64_t value = u64(name);
+  if (value > std::numeric_limits<std::uint32_t>::max()) fail(std::string("field '") + name + "' must fit in 32 bits");
+  return static_cast<std::uint32_t>(value);
+}
+
+std::uint32_t Fields::u32_or(const char* name, std::uint32_t fallback) const { return has(name) ? u32(name) : fallback; }
+
 std::optional<std::uint64_t> Fields::optional_u64(const char* name) const {
   if (!has(name)) return std::nullopt;
   return u64(name);

@@ -26,6 +26,10 @@ class Fields {
   /// A non-negative integer that fits in 64 bits (hashes round-trip exactly).
   std::uint64_t u64(const char* name) const;
   std::uint64_t u64_or(const char* name, std::uint64_t fallback) const;
+  /// A non-negative integer that fits in 32 bits (sizes and counts that the
+  /// library keeps as 32-bit values: never silently truncated).
+  std::uint32_t u32(const char* name) const;
+  std::uint32_t u32_or(const char* name, std::uint32_t fallback) const;
   std::optional<std::uint64_t> optional_u64(const char* name) const;
   bool boolean_or(const char* name, bool fallback) const;
   std::vector<std::uint64_t> u64_list_or_empty(const char* name) const;

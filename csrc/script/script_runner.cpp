@@ -2,6 +2,7 @@
 
 #include <xxhash.h>
 
+#include <regex>
 #include <string>
 
 #include "kvtier/core/kv_event_json.hpp"
@@ -31,17 +32,25 @@ ScriptRunner::ScriptRunner() : state_(std::make_unique<State>()) {}
 ScriptRunner::~ScriptRunner() = default;
 
 bool ScriptRunner::initialized() const noexcept { return state_->initialized(); }
+const g1::G1Manager* ScriptRunner::manager() const noexcept { return state_->manager(); }
+const memory::KvPool* ScriptRunner::pool() const noexcept { return state_->pool(); }
 
 std::optional<nlohmann::ordered_json> ScriptRunner::run_line(std::string_view line, std::size_t line_number) {
+  const std::string at = "line " + std::to_string(line_number) + ": ";
+  if (line.find('\0') != std::string_view::npos) return failure(at + "a NUL byte is not allowed in a line");
   const std::string_view text = trim(line);
   if (text.empty() || text.front() == '#') return std::nullopt;
   nlohmann::json object;
   try {
     object = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& error) {
-    return failure("line " + std::to_string(line_number) + ": invalid JSON: " + error.what());
+  } catch (const nlohmann::json::exception& error) {  // a syntax error, or a number no double holds
+    // The parser quotes what it read last: keep a huge literal from flooding the answer.
+    constexpr std::size_t kMaxQuoted = 240;
+    std::string message = error.what();
+    if (message.size() > kMaxQuoted) message = message.substr(0, kMaxQuoted) + "...";
+    return failure(at + "invalid JSON: " + message);
   }
-  if (!object.is_object()) return failure("line " + std::to_string(line_number) + ": an operation must be a JSON object");
+  if (!object.is_object()) return failure(at + "an operation must be a JSON object");
   const Fields fields(object, line_number);
   state_->take_events();  // events of an earlier refused operation never leak into this one
   try {
@@ -54,33 +63,77 @@ std::optional<nlohmann::ordered_json> ScriptRunner::run_line(std::string_view li
     return out;
   } catch (const std::exception& error) {
     state_->take_events();
-    return failure(error.what());
+    return failure(state_->describe(error.what()));
   }
 }
 
-int run_script(std::istream& in, std::ostream& out) {
+std::string format_answer(const nlohmann::ordered_json& answer) {
+  return answer.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+int run_script(std::istream& in, std::ostream& out, std::ostream& err) {
   ScriptRunner runner;
   std::string line;
   std::size_t number = 0;
   bool any_failed = false;
   bool saw_operation = false;
+  const auto written = [&] {
+    if (out) return true;
+    err << "kvtier script: cannot write the output (closed, or the disk is full)\n";
+    return false;
+  };
   while (std::getline(in, line)) {
     ++number;
     auto result = runner.run_line(line, number);
     if (!result) continue;
-    out << result->dump() << '\n';
+    out << format_answer(*result) << '\n';
+    if (!written()) return 2;
     const bool ok = result->at("ok").get<bool>();
     if (!saw_operation) {
       saw_operation = true;
       if (!ok || !runner.initialized()) {
-        if (ok) out << failure("line " + std::to_string(number) + ": the first operation must be init").dump() << '\n';
+        if (ok) out << format_answer(failure("line " + std::to_string(number) + ": the first operation must be init")) << '\n';
+        out.flush();
+        written();  // says so on err when the refusal could not be written either
         return 2;
       }
     }
     any_failed = any_failed || !ok;
   }
-  if (in.bad()) return 2;
+  if (in.bad()) {
+    err << "kvtier script: cannot read the input after line " << number << '\n';
+    return 2;
+  }
+  out.flush();
+  if (!written()) return 2;
   return any_failed ? 1 : 0;
+}
+
+std::string ScriptRunner::State::describe(std::string message) const {
+  // Library messages name partial blocks by UUID and owners by number; the
+  // script's user knows them by label.
+  static const std::regex uuid_text("[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}");
+  static const std::regex owner_text("owner ([0-9]+)");
+  std::string out;
+  auto cursor = message.cbegin();
+  for (std::sregex_iterator it(message.begin(), message.end(), uuid_text), end; it != end; ++it) {
+    out.append(cursor, (*it)[0].first);
+    const auto label = partial_by_text_.find(it->str());
+    out += label == partial_by_text_.end() ? it->str() : "'" + label->second + "'";
+    cursor = (*it)[0].second;
+  }
+  out.append(cursor, message.cend());
+  message = std::move(out);
+  out.clear();
+  cursor = message.cbegin();
+  for (std::sregex_iterator it(message.begin(), message.end(), owner_text), end; it != end; ++it) {
+    out.append(cursor, (*it)[0].first);
+    const auto label = owner_labels_.find(std::stoull((*it)[1].str()));
+    out += label == owner_labels_.end() ? it->str() : "owner " + label->second;
+    cursor = (*it)[0].second;
+  }
+  out.append(cursor, message.cend());
+  return out;
 }
 
 Json ScriptRunner::State::take_events() {
@@ -108,6 +161,7 @@ Json ScriptRunner::State::dispatch(const Fields& f, const std::string& op) {
   if (op == "allocate") return op_allocate(f);
   if (op == "generate") return op_generate(f);
   if (op == "free") return op_free(f);
+  if (op == "drop") return op_drop(f);
   if (op == "prefill_cost") return op_prefill_cost(f);
   if (op == "reserve_destination") return op_reserve_destination(f);
   if (op == "activate_destination") return op_activate_destination(f);
@@ -127,14 +181,14 @@ Json ScriptRunner::State::op_init(const Fields& f) {
   if (backend == "native" && f.has("eviction")) f.fail("eviction applies to the kvbm backend only");
   if (f.u64_or("host_blocks", 0) != 0) f.fail("host_blocks: the offload tier is not available yet");
   const g1::G1ManagerConfig config{
-      .capacity = static_cast<std::uint32_t>(f.u64("capacity")),
-      .block_size = static_cast<std::uint32_t>(f.u64("block_size")),
-      .dp_rank = static_cast<std::uint32_t>(f.u64_or("dp_rank", 0)),
+      .capacity = f.u32("capacity"),
+      .block_size = f.u32("block_size"),
+      .dp_rank = f.u32_or("dp_rank", 0),
       .backend = backend == "kvbm" ? g1::G1Backend::Kvbm : g1::G1Backend::Native,
       .enable_prefix_caching = f.boolean_or("prefix_caching", true),
       .eviction = g1::parse_eviction_backend(f.string_or("eviction", "lineage"))};
-  if (f.u64("capacity") > 0xFFFFFFF0ULL) f.fail("capacity is too large");
-  if (f.u64("block_size") > 0xFFFFFFFFULL || f.u64_or("dp_rank", 0) > 0xFFFFFFFFULL) f.fail("block_size or dp_rank is too large");
+  if (config.capacity > 0xFFFFFFF0U) f.fail("capacity is too large");
+  const std::uint64_t seed = f.u64_or("seed", 0);
 
   KvGeometry geometry;  // the small default: 2 layers x 2 heads x 64, bf16
   PageLayout page_layout = PageLayout::PageMajor;
@@ -142,9 +196,9 @@ Json ScriptRunner::State::op_init(const Fields& f) {
     const auto& layout = f.raw("layout");
     if (!layout.is_object()) f.fail("field 'layout' must be an object");
     const Fields l(layout, f.line());
-    geometry.layers = static_cast<std::uint32_t>(l.u64_or("layers", geometry.layers));
-    geometry.kv_heads = static_cast<std::uint32_t>(l.u64_or("kv_heads", geometry.kv_heads));
-    geometry.head_dim = static_cast<std::uint32_t>(l.u64_or("head_dim", geometry.head_dim));
+    geometry.layers = l.u32_or("layers", geometry.layers);
+    geometry.kv_heads = l.u32_or("kv_heads", geometry.kv_heads);
+    geometry.head_dim = l.u32_or("head_dim", geometry.head_dim);
     geometry.dtype = parse_dtype(l.string_or("dtype", "bf16"));
     page_layout = parse_page_layout(l.string_or("kind", "page-major"));
   }
@@ -162,12 +216,14 @@ Json ScriptRunner::State::op_init(const Fields& f) {
   runtime_ = std::move(runtime);
   pool_ = std::move(pool);
   manager_ = std::move(manager);
+  seed_ = seed;
   return out;
 }
 
 g1::OwnerId ScriptRunner::State::owner(const Fields& f, const char* name) {
   const std::string label = f.string(name);
   const auto [it, inserted] = owners_.try_emplace(label, g1::OwnerId(owners_.size() + 1));
+  if (inserted) owner_labels_.emplace(it->second.value(), label);
   return it->second;
 }
 
@@ -176,9 +232,10 @@ UniqueBlock ScriptRunner::State::block(const Fields& f, const nlohmann::json& va
     const std::string label = value.get<std::string>();
     auto it = partial_by_label_.find(label);
     if (it == partial_by_label_.end()) {
-      const Uuid uuid = Uuid::random();
-      it = partial_by_label_.emplace(label, uuid).first;
-      label_by_partial_.emplace(uuid, label);
+      if (label.find('#') != std::string::npos) {
+        f.fail("unknown partial label '" + label + "' (labels with '#' name the partial blocks of sequences)");
+      }
+      it = add_label(label, Uuid::random());
     }
     return UniqueBlock::partial(it->second);
   }
@@ -200,6 +257,20 @@ PositionalLineageHash ScriptRunner::State::plh(const Fields& f, const nlohmann::
   std::optional<SequenceHash> parent;
   if (p.has("parent")) parent = SequenceHash(p.u64("parent"));
   return PositionalLineageHash(SequenceHash(p.u64("hash")), parent, p.u64_or("position", 0));
+}
+
+std::unordered_map<std::string, Uuid>::iterator ScriptRunner::State::add_label(const std::string& label, const Uuid& uuid) {
+  label_by_partial_.emplace(uuid, label);
+  partial_by_text_.emplace(uuid.to_string(), label);
+  return partial_by_label_.emplace(label, uuid).first;
+}
+
+void ScriptRunner::State::forget_label(const Uuid& uuid) {
+  const auto it = label_by_partial_.find(uuid);
+  if (it == label_by_partial_.end()) return;
+  partial_by_label_.erase(it->second);
+  partial_by_text_.erase(uuid.to_string());
+  label_by_partial_.erase(it);
 }
 
 std::string ScriptRunner::State::partial_label(const Uuid& uuid) const {

@@ -1,5 +1,9 @@
 // Script operations driven by an ActiveSequence: creation, allocation,
 // decode, release, prefill cost and the destination (disaggregated) flow.
+#include <xxhash.h>
+
+#include <algorithm>
+
 #include "kvtier/core/errors.hpp"
 #include "script_state.hpp"
 
@@ -13,17 +17,28 @@ ScriptRunner::State::ScriptSequence& ScriptRunner::State::sequence(const Fields&
 }
 
 void ScriptRunner::State::label_partials(ScriptSequence& entry, const std::string& id) {
-  for (const UniqueBlock& b : entry.sequence.blocks()) {
+  const auto blocks = entry.sequence.blocks();
+  std::erase_if(entry.labelled, [&](const Uuid& uuid) {
+    const bool still_partial = std::any_of(blocks.begin(), blocks.end(), [&](const UniqueBlock& b) {
+      return b.is_partial() && b.uuid() == uuid;
+    });
+    if (!still_partial) forget_label(uuid);  // promoted: its label names nothing any more
+    return !still_partial;
+  });
+  for (const UniqueBlock& b : blocks) {
     if (b.is_full() || label_by_partial_.contains(b.uuid())) continue;
-    const std::string label = id + "#" + std::to_string(entry.partials_labelled++);
-    label_by_partial_.emplace(b.uuid(), label);
-    partial_by_label_.emplace(label, b.uuid());
+    add_label(id + "#" + std::to_string(entry.partials_labelled++), b.uuid());
+    entry.labelled.push_back(b.uuid());
   }
 }
 
 Json ScriptRunner::State::op_sequence(const Fields& f) {
+  // One short line must not ask for gigabytes: bound before building anything.
+  constexpr std::uint64_t kMaxSequenceTokens = std::uint64_t{1} << 22;
   const std::string id = f.string("id");
   if (sequences_.contains(id)) f.fail("sequence '" + id + "' already exists");
+  const std::uint64_t max_output = f.u64_or("max_output", 0);
+  if (max_output > kMaxSequenceTokens) f.fail("max_output must be at most " + std::to_string(kMaxSequenceTokens));
   std::vector<TokenId> tokens;
   if (f.has("tokens")) {
     tokens = *f.optional_tokens("tokens");
@@ -32,21 +47,27 @@ Json ScriptRunner::State::op_sequence(const Fields& f) {
     if (range.size() != 2 || range[0] > range[1] || range[1] > 0xFFFFFFFFULL) {
       f.fail("field 'token_range' must be [first, end) with first <= end");
     }
+    if (range[1] - range[0] > kMaxSequenceTokens) {
+      f.fail("a sequence holds at most " + std::to_string(kMaxSequenceTokens) + " prompt tokens");
+    }
     for (std::uint64_t t = range[0]; t < range[1]; ++t) tokens.push_back(static_cast<TokenId>(t));
   } else {
     f.fail("a sequence needs 'tokens' or 'token_range'");
   }
   if (tokens.empty()) f.fail("a sequence needs at least one prompt token");
+  if (tokens.size() > kMaxSequenceTokens) f.fail("a sequence holds at most " + std::to_string(kMaxSequenceTokens) + " prompt tokens");
+  auto planned_output = f.optional_tokens("planned_output").value_or(std::vector<TokenId>{});
+  const bool emit_token_ids = f.boolean_or("emit_token_ids", false);
   const g1::OwnerId id_owner = owner(f);
   ActiveSequence sequence(std::move(tokens),
                           ActiveSequenceConfig{.block_size = manager_->block_size(),
-                                               .max_output_tokens = f.u64_or("max_output", 0),
+                                               .max_output_tokens = max_output,
                                                .enable_prefix_caching = manager_->enable_prefix_caching(),
-                                               .emit_token_ids = f.boolean_or("emit_token_ids", false),
-                                               .planned_output = f.optional_tokens("planned_output").value_or(
-                                                   std::vector<TokenId>{})});
+                                               .emit_token_ids = emit_token_ids,
+                                               .planned_output = std::move(planned_output),
+                                               .seed = XXH3_64bits_withSeed(id.data(), id.size(), seed_)});
   ScriptSequence& entry =
-      sequences_.emplace(id, ScriptSequence{.sequence = std::move(sequence), .owner = id_owner}).first->second;
+      sequences_.emplace(id, ScriptSequence{.sequence = std::move(sequence), .owner = id_owner, .partials_labelled = 0, .labelled = {}}).first->second;
   label_partials(entry, id);
   Json blocks = Json::array();
   for (std::size_t i = 0; i < entry.sequence.blocks().size(); ++i) {
@@ -79,15 +100,30 @@ Json ScriptRunner::State::op_allocate(const Fields& f) {
   return acquire_json(acquire);
 }
 
+void ScriptRunner::State::require_generable(const Fields& f, const ScriptSequence& entry, const std::string& id) const {
+  const ActiveSequence& seq = entry.sequence;
+  if (seq.num_allocated_tokens() != seq.len()) {
+    f.fail("sequence '" + id + "' is allocated up to " + std::to_string(seq.num_allocated_tokens()) + " of its " +
+           std::to_string(seq.len()) + " tokens: allocate it before generating");
+  }
+  const auto owned = manager_->has_owner(entry.owner) ? manager_->owned_blocks(entry.owner) : std::span<const UniqueBlock>{};
+  const auto blocks = seq.blocks();
+  if (owned.size() < blocks.size() || !std::equal(blocks.begin(), blocks.end(), owned.end() - static_cast<std::ptrdiff_t>(blocks.size()))) {
+    f.fail("sequence '" + id + "': its blocks are no longer the tail of its owner's table");
+  }
+}
+
 Json ScriptRunner::State::op_generate(const Fields& f) {
   const std::string id = f.string("sequence");
   ScriptSequence& entry = sequence(f);
   if (!f.has("token") && !entry.sequence.has_planned_output()) {
     f.fail("generate needs 'token' once the planned output is used up");
   }
+  const std::optional<TokenId> token =
+      f.has("token") ? std::optional<TokenId>(f.as_token(f.raw("token"), "field 'token'")) : std::nullopt;
+  require_generable(f, entry, id);
   const ActiveSequence backup = entry.sequence;
-  const std::vector<MoveBlock> signals =
-      f.has("token") ? entry.sequence.push(f.as_token(f.raw("token"), "field 'token'")) : entry.sequence.generate();
+  const std::vector<MoveBlock> signals = token ? entry.sequence.push(*token) : entry.sequence.generate();
   Json names = Json::array();
   for (const MoveBlock& signal : signals) names.push_back(signal_name(signal));
   Json out;
@@ -98,16 +134,23 @@ Json ScriptRunner::State::op_generate(const Fields& f) {
     try {
       acquire = manager_->process_for_request(entry.owner, signals[i], 0);
     } catch (...) {
-      if (i == 0) entry.sequence = backup;  // nothing reached the manager: undo the token too
-      throw;
+      if (i == 0) {
+        entry.sequence = backup;  // nothing reached the manager: undo the token too
+        throw;
+      }
+      // require_generable makes every signal valid; a refusal here is a bug.
+      throw InvariantError("generate: signal " + std::to_string(i) + " was refused after earlier ones were applied");
     }
     if (!acquire.is_ready()) {
-      // The token stays; its block could not be allocated (the caller frees or preempts).
+      // The token and the signals before this one stay applied (their events
+      // are in this answer); `allocate` retries the block before the next generate.
       out["result"] = "capacity_exhausted";
+      out["applied"] = i;
       label_partials(entry, id);
       return out;
     }
   }
+  out["applied"] = signals.size();
   label_partials(entry, id);
   const bool released = !signals.empty() && std::holds_alternative<DerefSignal>(signals.back());
   entry.sequence.commit_allocation(released ? 0 : entry.sequence.len());
@@ -118,6 +161,18 @@ Json ScriptRunner::State::op_free(const Fields& f) {
   ScriptSequence& entry = sequence(f);
   if (const auto deref = entry.sequence.free_signal()) manager_->process_for_request(entry.owner, *deref, 0);
   entry.sequence.reset_with_signal();
+  return Json::object();
+}
+
+Json ScriptRunner::State::op_drop(const Fields& f) {
+  const std::string id = f.string("sequence");
+  ScriptSequence& entry = sequence(f);
+  for (const auto& [name, destination] : destinations_) {
+    if (destination.sequence == id) f.fail("sequence '" + id + "' has destination reservation '" + name + "': activate or cancel it first");
+  }
+  if (const auto deref = entry.sequence.free_signal()) manager_->process_for_request(entry.owner, *deref, 0);
+  for (const Uuid& uuid : entry.labelled) forget_label(uuid);
+  sequences_.erase(id);
   return Json::object();
 }
 

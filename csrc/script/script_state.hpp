@@ -23,6 +23,11 @@ class ScriptRunner::State {
   /// Runs one operation; throws ScriptError / kvtier::Error when refused.
   Json dispatch(const Fields& fields, const std::string& op);
   bool initialized() const noexcept { return manager_ != nullptr; }
+  const g1::G1Manager* manager() const noexcept { return manager_.get(); }
+  const memory::KvPool* pool() const noexcept { return pool_.get(); }
+  /// A refusal's message in the script's own names: partial labels for
+  /// UUIDs, owner labels for owner numbers.
+  std::string describe(std::string message) const;
   /// Events published since the operation started, as JSON.
   Json take_events();
 
@@ -31,6 +36,7 @@ class ScriptRunner::State {
     ActiveSequence sequence;
     g1::OwnerId owner;
     std::size_t partials_labelled = 0;  // numbers the labels of its partial blocks
+    std::vector<Uuid> labelled;         // its partial blocks that have a label now
   };
   struct ScriptDestination {
     g1::DestinationReservation reservation;
@@ -48,6 +54,7 @@ class ScriptRunner::State {
   Json op_allocate(const Fields& f);
   Json op_generate(const Fields& f);
   Json op_free(const Fields& f);
+  Json op_drop(const Fields& f);
   Json op_prefill_cost(const Fields& f);
   Json op_reserve_destination(const Fields& f);
   Json op_activate_destination(const Fields& f);
@@ -64,8 +71,15 @@ class ScriptRunner::State {
   PositionalLineageHash plh(const Fields& f, const nlohmann::json& value, const std::string& what) const;
   UseSignal use_signal(const Fields& f);
   ScriptSequence& sequence(const Fields& f, const char* name = "sequence");
-  /// Labels every partial block of the sequence the script has not seen yet.
+  /// Labels every partial block of the sequence the script has not seen yet,
+  /// and forgets the labels of its blocks that are partial no more.
   void label_partials(ScriptSequence& entry, const std::string& id);
+  /// Refuses generate unless the sequence is allocated up to its length and
+  /// its blocks are the tail of its owner's table: then every signal it
+  /// produces is valid, and only capacity can stop one.
+  void require_generable(const Fields& f, const ScriptSequence& entry, const std::string& id) const;
+  std::unordered_map<std::string, Uuid>::iterator add_label(const std::string& label, const Uuid& uuid);
+  void forget_label(const Uuid& uuid);
   Json block_json(const UniqueBlock& block) const;
   std::string partial_label(const Uuid& uuid) const;
   std::uint64_t pattern_identity(const UniqueBlock& block) const;
@@ -78,7 +92,10 @@ class ScriptRunner::State {
   std::unique_ptr<memory::KvPool> pool_;
   std::shared_ptr<RecordingEventSink> sink_ = std::make_shared<RecordingEventSink>();
   std::unique_ptr<g1::G1Manager> manager_;
+  std::uint64_t seed_ = 0;  // seeds each sequence with its id, so scripts replay byte for byte
   std::map<std::string, g1::OwnerId> owners_;
+  std::unordered_map<std::uint64_t, std::string> owner_labels_;
+  std::unordered_map<std::string, std::string> partial_by_text_;  // UUID text -> label, for messages
   std::unordered_map<std::string, Uuid> partial_by_label_;
   std::unordered_map<Uuid, std::string> label_by_partial_;
   std::map<std::string, ScriptSequence> sequences_;

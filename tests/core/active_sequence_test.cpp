@@ -22,7 +22,7 @@ ActiveSequenceConfig config(std::size_t block_size, std::size_t max_output = 0, 
                               .max_output_tokens = max_output,
                               .enable_prefix_caching = caching,
                               .emit_token_ids = emit_token_ids,
-                              .planned_output = {}};
+                              .planned_output = {}, .seed = std::nullopt};
 }
 
 std::vector<std::string> kinds(const std::vector<MoveBlock>& signals) {

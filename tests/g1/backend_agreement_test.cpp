@@ -28,7 +28,7 @@ ActiveSequence request(int system_prompt, int user, std::size_t max_output) {
   }
   return ActiveSequence(tokens, ActiveSequenceConfig{.block_size = 4, .max_output_tokens = max_output,
                                                      .enable_prefix_caching = true, .emit_token_ids = false,
-                                                     .planned_output = {}});
+                                                     .planned_output = {}, .seed = std::nullopt});
 }
 
 std::size_t resident_prefix(const G1Manager& manager, const ActiveSequence& seq) {

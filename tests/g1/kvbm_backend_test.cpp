@@ -209,7 +209,7 @@ TEST(KvbmBackend, PromoteAdoptsAnExistingBlockAndTheTableShowsItsPage) {
 TEST(KvbmBackend, P18DestinationTransferFootprintUsesMissingPhysicalBlocks) {
   G1Manager manager(kvbm(16, 4));
   const ActiveSequenceConfig cfg{.block_size = 4, .max_output_tokens = 4, .enable_prefix_caching = true,
-                                 .emit_token_ids = true, .planned_output = {}};
+                                 .emit_token_ids = true, .planned_output = {}, .seed = std::nullopt};
   ActiveSequence prompt(token_range(0, 10), cfg);
   auto first = manager.reserve_destination_at(OwnerId(10), prompt);
   ASSERT_TRUE(first);
@@ -231,7 +231,7 @@ TEST(KvbmBackend, P18DestinationTransferFootprintUsesMissingPhysicalBlocks) {
 TEST(KvbmBackend, DestinationActivationAdoptsBlocksRegisteredMeanwhile) {
   ManagerWithSink m(kvbm(16, 4));
   const ActiveSequenceConfig cfg{.block_size = 4, .max_output_tokens = 4, .enable_prefix_caching = true,
-                                 .emit_token_ids = false, .planned_output = {}};
+                                 .emit_token_ids = false, .planned_output = {}, .seed = std::nullopt};
   ActiveSequence prompt(token_range(0, 10), cfg);
   auto reservation = m.manager.reserve_destination_at(OwnerId(10), prompt);
   ASSERT_TRUE(reservation);
@@ -287,7 +287,7 @@ TEST(KvbmBackend, DecodeReservationFeedsUsesAndReturnsTheRest) {
 TEST(KvbmBackend, PrefillCostWalksActiveThenRegisteredBlocks) {
   G1Manager manager(kvbm(8, 4));
   const ActiveSequenceConfig cfg{.block_size = 4, .max_output_tokens = 0, .enable_prefix_caching = true,
-                                 .emit_token_ids = false, .planned_output = {}};
+                                 .emit_token_ids = false, .planned_output = {}, .seed = std::nullopt};
   ActiveSequence first(token_range(0, 8), cfg);
   manager.process_for_request(kA, *first.take_creation_signal());
   manager.process_for_request(kA, DerefSignal{{first.blocks()[1]}});
@@ -296,7 +296,7 @@ TEST(KvbmBackend, PrefillCostWalksActiveThenRegisteredBlocks) {
                                                           .active_cached_tokens = 4}));
   ActiveSequence random_ids(token_range(0, 10), ActiveSequenceConfig{.block_size = 4, .max_output_tokens = 0,
                                                                       .enable_prefix_caching = false,
-                                                                      .emit_token_ids = false, .planned_output = {}});
+                                                                      .emit_token_ids = false, .planned_output = {}, .seed = std::nullopt});
   EXPECT_EQ(manager.get_prefill_cost(random_ids).cached_tokens, 0U);
 }
 
@@ -305,7 +305,7 @@ TEST(KvbmBackend, CachingOffStillRegistersAndSelfMatchesAfterPreemption) {
                                     .enable_prefix_caching = false, .eviction = EvictionBackend::Lineage});
   ActiveSequence seq(token_range(0, 8), ActiveSequenceConfig{.block_size = 4, .max_output_tokens = 0,
                                                               .enable_prefix_caching = false, .emit_token_ids = false,
-                                                              .planned_output = {}});
+                                                              .planned_output = {}, .seed = std::nullopt});
   m.manager.process_for_request(kA, *seq.take_creation_signal());
   EXPECT_EQ(m.sink->events().size(), 1U);  // Stored, with random hashes
   m.manager.process_for_request(kA, *seq.reset_with_signal());

@@ -83,7 +83,7 @@ TEST(NativeBackend, P9ParentIsPublishedBeforeThePromotedTail) {
                                                              .max_output_tokens = 8,
                                                              .enable_prefix_caching = true,
                                                              .emit_token_ids = false,
-                                                             .planned_output = {8, 9, 10, 11}});
+                                                             .planned_output = {8, 9, 10, 11}, .seed = std::nullopt});
   EXPECT_TRUE(m.manager.process_for_request(kA, *seq.prepare_allocation(8)).is_ready());
   seq.commit_allocation(8);
   m.manager.finalize_computed_prefix(kA, 0, 8, &seq);
@@ -315,7 +315,7 @@ TEST(NativeBackend, ReservationHandlesAreCheckedAgainstBackendAndManager) {
 TEST(NativeBackend, DestinationTransferFootprintUsesMissingPhysicalBlocks) {
   ManagerWithSink m(native(16));
   const ActiveSequenceConfig cfg{.block_size = 4, .max_output_tokens = 4, .enable_prefix_caching = true,
-                                 .emit_token_ids = true, .planned_output = {}};
+                                 .emit_token_ids = true, .planned_output = {}, .seed = std::nullopt};
   ActiveSequence prompt(token_range(0, 10), cfg);
   auto first = m.manager.reserve_destination_at(OwnerId(10), prompt);
   ASSERT_TRUE(first);
@@ -353,7 +353,7 @@ TEST(NativeBackend, DestinationTransferFootprintUsesMissingPhysicalBlocks) {
 TEST(NativeBackend, PrefillCostCountsTheCachedPrefixAndItsActivePart) {
   G1Manager manager(native(8));
   const ActiveSequenceConfig cfg{.block_size = 4, .max_output_tokens = 0, .enable_prefix_caching = true,
-                                 .emit_token_ids = false, .planned_output = {}};
+                                 .emit_token_ids = false, .planned_output = {}, .seed = std::nullopt};
   ActiveSequence owner_a(token_range(0, 8), cfg);
   manager.process_for_request(kA, *owner_a.take_creation_signal());
   manager.finalize_computed_prefix(kA, 0, 8);

@@ -45,7 +45,7 @@ class EndToEnd : public ::testing::TestWithParam<std::tuple<g1::G1Backend, PageL
   ActiveSequence sequence(std::vector<std::uint32_t> tokens, std::size_t max_output = 8) {
     return ActiveSequence(tokens, ActiveSequenceConfig{.block_size = kBlock, .max_output_tokens = max_output,
                                                        .enable_prefix_caching = true, .emit_token_ids = false,
-                                                       .planned_output = {}});
+                                                       .planned_output = {}, .seed = std::nullopt});
   }
 
   /// Allocates the prompt (native reuses the resident prefix) and computes the
