@@ -227,6 +227,7 @@ std::vector<KvbmBackend::Classified> KvbmBackend::classify(const UseSignal& sign
 
 G1Acquire KvbmBackend::use(OwnerId owner, const UseSignal& signal, std::vector<std::uint32_t>* decode_slots) {
   validate_use(signal);
+  if (signal.blocks.empty()) return G1Acquire::ready(0);  // an owner never holds an empty table
   const std::vector<Classified> classes = classify(signal);
   std::vector<std::uint32_t> matched;
   std::size_t fresh = 0;

@@ -64,6 +64,7 @@ void NativeBackend::validate_use(OwnerId owner, const UseSignal& signal, std::si
 
 G1Acquire NativeBackend::use(OwnerId owner, const UseSignal& signal, std::size_t reusable, NativeReservation* decode) {
   validate_use(owner, signal, reusable);
+  if (signal.blocks.empty()) return G1Acquire::ready(0);  // an owner never holds an empty table
   const auto fresh = static_cast<std::uint32_t>(signal.blocks.size() - reusable);
   if (decode != nullptr) {
     if (reusable != 0) throw ContractError("a decode allocation cannot reuse a prefix");

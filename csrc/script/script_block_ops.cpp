@@ -160,12 +160,21 @@ Json ScriptRunner::State::op_write(const Fields& f) {
   return out;
 }
 
+std::vector<PageId> ScriptRunner::State::mismatched_pages(std::span<const PageId> pages,
+                                                          std::span<const UniqueBlock> blocks) const {
+  if (pages.size() != blocks.size()) throw ContractError("verify needs one block per page");
+  std::vector<std::uint64_t> identities;
+  identities.reserve(blocks.size());
+  for (const UniqueBlock& b : blocks) identities.push_back(pattern_identity(b));
+  return pool_->find_pattern_mismatches(pages, identities);
+}
+
 Json ScriptRunner::State::op_verify(const Fields& f) {
   const g1::OwnerId id = existing_owner(owners_, *manager_, f);
   const auto pages = manager_->block_table(id);
   Json out;
   out["verified"] = pages.size();
-  out["mismatches"] = page_list(pool_->find_pattern_mismatches(pages, pattern_identities(id)));
+  out["mismatches"] = page_list(mismatched_pages(pages, manager_->owned_blocks(id)));
   return out;
 }
 

@@ -33,7 +33,14 @@ ScriptRunner::~ScriptRunner() = default;
 
 bool ScriptRunner::initialized() const noexcept { return state_->initialized(); }
 const g1::G1Manager* ScriptRunner::manager() const noexcept { return state_->manager(); }
-const memory::KvPool* ScriptRunner::pool() const noexcept { return state_->pool(); }
+std::optional<g1::OwnerId> ScriptRunner::owner_id(const std::string& label) const { return state_->owner_id(label); }
+
+std::string ScriptRunner::partial_label(const Uuid& uuid) const { return state_->partial_label(uuid); }
+
+std::vector<PageId> ScriptRunner::mismatched_pages(std::span<const PageId> pages,
+                                                   std::span<const UniqueBlock> blocks) const {
+  return state_->mismatched_pages(pages, blocks);
+}
 
 std::optional<nlohmann::ordered_json> ScriptRunner::run_line(std::string_view line, std::size_t line_number) {
   const std::string at = "line " + std::to_string(line_number) + ": ";

@@ -24,7 +24,12 @@ class ScriptRunner::State {
   Json dispatch(const Fields& fields, const std::string& op);
   bool initialized() const noexcept { return manager_ != nullptr; }
   const g1::G1Manager* manager() const noexcept { return manager_.get(); }
-  const memory::KvPool* pool() const noexcept { return pool_.get(); }
+  std::string partial_label(const Uuid& uuid) const;
+  std::optional<g1::OwnerId> owner_id(const std::string& label) const {
+    const auto it = owners_.find(label);
+    return it == owners_.end() ? std::nullopt : std::optional<g1::OwnerId>(it->second);
+  }
+  std::vector<PageId> mismatched_pages(std::span<const PageId> pages, std::span<const UniqueBlock> blocks) const;
   /// A refusal's message in the script's own names: partial labels for
   /// UUIDs, owner labels for owner numbers.
   std::string describe(std::string message) const;
@@ -81,7 +86,6 @@ class ScriptRunner::State {
   std::unordered_map<std::string, Uuid>::iterator add_label(const std::string& label, const Uuid& uuid);
   void forget_label(const Uuid& uuid);
   Json block_json(const UniqueBlock& block) const;
-  std::string partial_label(const Uuid& uuid) const;
   std::uint64_t pattern_identity(const UniqueBlock& block) const;
   /// Pattern identities of the blocks the owner's pages back now, in table order.
   std::vector<std::uint64_t> pattern_identities(g1::OwnerId owner) const;

@@ -105,6 +105,16 @@ TEST_P(PartialOwnership, TokenIdListsMustHoldBlockSizeTokens) {
   m.manager.audit();
 }
 
+TEST_P(PartialOwnership, EmptyUseLeavesNoEmptyTableBehind) {
+  // Found by the operation harness: an empty Use created an owner with an
+  // empty table (has_owner true, nothing to Deref, and its first real
+  // allocation could no longer reuse a prefix).
+  ManagerWithSink m(config(4));
+  EXPECT_EQ(m.manager.process_for_request(kA, UseSignal{}), G1Acquire::ready(0));
+  EXPECT_FALSE(m.manager.has_owner(kA));
+  m.manager.audit();
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, PartialOwnership, ::testing::Values(G1Backend::Native, G1Backend::Kvbm),
                          [](const auto& info) { return std::string(backend_name(info.param)); });
 

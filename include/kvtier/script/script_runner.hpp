@@ -4,16 +4,20 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
+#include <vector>
 #include <ostream>
 #include <string>
 #include <string_view>
 
+#include "kvtier/core/strong_id.hpp"
+#include "kvtier/core/unique_block.hpp"
+#include "kvtier/g1/g1_types.hpp"
+
 namespace kvtier::g1 {
 class G1Manager;
 }
-namespace kvtier::memory {
-class KvPool;
-}
+
 
 namespace kvtier::script {
 
@@ -34,7 +38,13 @@ class ScriptRunner {
   /// Read-only views for harnesses that check invariants between lines (null
   /// before `init`).
   const g1::G1Manager* manager() const noexcept;
-  const memory::KvPool* pool() const noexcept;
+  /// The manager's id of a script owner label (nullopt if never named).
+  std::optional<g1::OwnerId> owner_id(const std::string& label) const;
+  /// The script's label of a partial block (its UUID text when it has none).
+  std::string partial_label(const Uuid& uuid) const;
+  /// What `verify` checks, for any pages: those whose bytes differ from the
+  /// pattern `write` fills for the block each backs (aligned lists).
+  std::vector<PageId> mismatched_pages(std::span<const PageId> pages, std::span<const UniqueBlock> blocks) const;
 
  private:
   class State;

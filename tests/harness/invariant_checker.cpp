@@ -1,0 +1,132 @@
+#include "harness/invariant_checker.hpp"
+
+#include <algorithm>
+
+#include "kvtier/core/errors.hpp"
+#include "kvtier/g1/g1_manager.hpp"
+
+namespace kvtier::harness {
+
+std::optional<std::string> InvariantChecker::check(const script::ScriptRunner& runner, const std::string& line,
+                                                   const nlohmann::ordered_json& answer) {
+  if (auto broken = check_answer(answer)) return broken;
+  const bool ok = answer.at("ok").get<bool>();
+  if (ok) {
+    if (auto broken = check_events(answer.at("events"))) return broken;
+  }
+  if (runner.manager() == nullptr) return std::nullopt;
+  if (auto broken = check_state(runner)) return broken;
+  return check_bytes(runner, line, ok);
+}
+
+std::optional<std::string> InvariantChecker::check_answer(const nlohmann::ordered_json& answer) {
+  if (!answer.is_object() || !answer.contains("ok") || !answer.at("ok").is_boolean()) return "an answer without 'ok'";
+  if (answer.at("ok").get<bool>()) {
+    if (!answer.contains("events") || !answer.at("events").is_array()) return "a success without an 'events' list";
+    return std::nullopt;
+  }
+  if (!answer.contains("error") || !answer.at("error").is_string()) return "a refusal without an 'error' text";
+  if (answer.at("error").get<std::string>().find("invariant broken") != std::string::npos) {
+    return "the library reported a broken invariant: " + answer.at("error").get<std::string>();
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> InvariantChecker::check_events(const nlohmann::ordered_json& events) {
+  for (const auto& event : events) {
+    if (event.at("id").get<std::uint64_t>() != next_event_id_) {
+      return "event id " + event.at("id").dump() + " where " + std::to_string(next_event_id_) + " was next";
+    }
+    ++next_event_id_;
+    if (event.at("tier") != "device") return "an event of tier " + event.at("tier").dump() + " without an offload tier";
+    if (event.at("type") == "stored") {
+      for (const auto& block : event.at("blocks")) {
+        const std::uint64_t hash = block.at("hash").get<std::uint64_t>();
+        seen_.insert(hash);
+        if (!stored_.insert(hash).second) return "Stored of hash " + std::to_string(hash) + " that was stored already";
+      }
+      if (event.contains("token_ids") && event.at("token_ids").size() != event.at("blocks").size()) {
+        return "a Stored event whose token id lists do not align with its blocks";
+      }
+    } else if (event.at("type") == "removed") {
+      if (event.at("hashes").empty()) return "an empty Removed event";
+      for (const auto& value : event.at("hashes")) {
+        const std::uint64_t hash = value.get<std::uint64_t>();
+        seen_.insert(hash);
+        if (stored_.erase(hash) == 0) return "Removed of hash " + std::to_string(hash) + " that was not stored";
+      }
+    } else {
+      return "an event of type " + event.at("type").dump();
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> InvariantChecker::check_state(const script::ScriptRunner& runner) const {
+  const g1::G1Manager& manager = *runner.manager();
+  try {
+    manager.audit();
+  } catch (const InvariantError& error) {
+    return std::string("audit: ") + error.what();
+  }
+  for (const std::uint64_t hash : seen_) {
+    if (manager.is_cached(SequenceHash(hash)) != stored_.contains(hash)) {
+      return "hash " + std::to_string(hash) + (stored_.contains(hash) ? " is stored by the events but not cached"
+                                                                       : " is cached but the events removed it");
+    }
+  }
+  const g1::G1Metrics metrics = manager.metrics();
+  if (metrics.active_blocks + metrics.inactive_blocks > manager.max_capacity()) return "active + inactive exceed capacity";
+  std::size_t entries = 0;
+  std::map<std::uint32_t, UniqueBlock> holder;  // page -> the block a table lists on it
+  for (const g1::OwnerId owner : manager.owners()) {
+    const auto pages = manager.block_table(owner);
+    const auto blocks = manager.owned_blocks(owner);
+    entries += pages.size();
+    for (std::size_t i = 0; i < pages.size(); ++i) {
+      const auto [it, first] = holder.emplace(pages[i].value(), blocks[i]);
+      if (!first && !(blocks[i].is_full() && it->second == blocks[i])) {
+        return "page " + std::to_string(pages[i].value()) + " is in two tables, not as one shared full block";
+      }
+    }
+  }
+  if (metrics.active_block_refs != entries) {
+    return "active_refs " + std::to_string(metrics.active_block_refs) + " differ from the " + std::to_string(entries) +
+           " table entries";
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> InvariantChecker::check_bytes(const script::ScriptRunner& runner, const std::string& line,
+                                                         bool ok) {
+  const g1::G1Manager& manager = *runner.manager();
+  const auto table = [&](const std::string& owner) -> std::optional<Written> {
+    const auto id = runner.owner_id(owner);
+    if (!id || !manager.has_owner(*id)) return std::nullopt;
+    const auto pages = manager.block_table(*id);
+    const auto blocks = manager.owned_blocks(*id);
+    return Written{{pages.begin(), pages.end()}, {blocks.begin(), blocks.end()}};
+  };
+  for (auto it = written_.begin(); it != written_.end();) {
+    const auto now = table(it->first);
+    if (!now || now->pages != it->second.pages || now->blocks != it->second.blocks) {
+      it = written_.erase(it);  // the owner changed: its new pages hold no promise yet
+      continue;
+    }
+    const auto bad = runner.mismatched_pages(now->pages, now->blocks);
+    if (!bad.empty()) {
+      return "owner " + it->first + "'s page " + std::to_string(bad.front().value()) +
+             " no longer holds what the owner wrote, though its table is unchanged";
+    }
+    ++it;
+  }
+  if (ok) {
+    const auto op = nlohmann::json::parse(line, nullptr, false);
+    if (op.is_object() && op.value("op", "") == "write") {
+      if (auto now = table(op.at("owner").get<std::string>())) written_[op.at("owner")] = std::move(*now);
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace kvtier::harness

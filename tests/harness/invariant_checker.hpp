@@ -1,0 +1,41 @@
+#pragma once
+// What the harness checks after every line: the answer's shape, the event
+// stream (ids contiguous, Stored/Removed alternating per hash and agreeing
+// with `cached`), the counts, page ownership, the backend's own audit, and
+// that bytes an owner wrote still verify while its table is unchanged.
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "kvtier/core/strong_id.hpp"
+#include "kvtier/core/unique_block.hpp"
+#include "kvtier/script/script_runner.hpp"
+
+namespace kvtier::harness {
+
+class InvariantChecker {
+ public:
+  /// The first broken invariant after `line` was answered with `answer`.
+  std::optional<std::string> check(const script::ScriptRunner& runner, const std::string& line,
+                                   const nlohmann::ordered_json& answer);
+
+ private:
+  struct Written {
+    std::vector<PageId> pages;
+    std::vector<UniqueBlock> blocks;
+  };
+  std::optional<std::string> check_answer(const nlohmann::ordered_json& answer);
+  std::optional<std::string> check_events(const nlohmann::ordered_json& events);
+  std::optional<std::string> check_state(const script::ScriptRunner& runner) const;
+  std::optional<std::string> check_bytes(const script::ScriptRunner& runner, const std::string& line, bool ok);
+
+  std::uint64_t next_event_id_ = 0;
+  std::set<std::uint64_t> stored_;  // device-tier hashes a Stored made visible, not Removed since
+  std::set<std::uint64_t> seen_;    // every hash an event named
+  std::map<std::string, Written> written_;  // owner label -> its table when last written
+};
+
+}  // namespace kvtier::harness

@@ -1,0 +1,45 @@
+#include "harness/trial_config.hpp"
+
+#include <nlohmann/json.hpp>
+#include <random>
+
+namespace kvtier::harness {
+
+TrialConfig TrialConfig::from_seed(std::uint64_t seed) {
+  std::mt19937_64 rng(seed ^ 0x9E3779B97F4A7C15ULL);
+  const auto pick = [&](std::uint64_t n) { return static_cast<std::uint32_t>(rng() % n); };
+  TrialConfig config;
+  config.seed = seed;
+  config.backend = pick(2) == 0 ? "native" : "kvbm";
+  static const char* const kEvictions[] = {"lineage", "lru", "multi_lru"};
+  config.eviction = kEvictions[pick(3)];
+  config.capacity = 2 + pick(11);
+  config.block_size = 2 + pick(4);
+  config.prefix_caching = pick(5) != 0;
+  config.layout_kind = pick(2) == 0 ? "page-major" : "layer-major";
+  static const char* const kDtypes[] = {"bf16", "fp16", "fp32", "fp8"};
+  config.dtype = kDtypes[pick(4)];
+  return config;
+}
+
+std::string TrialConfig::init_line() const {
+  nlohmann::ordered_json init;
+  init["op"] = "init";
+  init["backend"] = backend;
+  if (backend == "kvbm") init["eviction"] = eviction;
+  init["capacity"] = capacity;
+  init["block_size"] = block_size;
+  init["prefix_caching"] = prefix_caching;
+  init["device"] = "host";
+  init["seed"] = seed;
+  init["layout"] = {{"layers", 1}, {"kv_heads", 1}, {"head_dim", 8}, {"dtype", dtype}, {"kind", layout_kind}};
+  return init.dump();
+}
+
+std::string TrialConfig::describe() const {
+  return "seed " + std::to_string(seed) + ": " + backend + (backend == "kvbm" ? "/" + eviction : "") + ", capacity " +
+         std::to_string(capacity) + ", block size " + std::to_string(block_size) + ", caching " +
+         (prefix_caching ? "on" : "off") + ", " + layout_kind + " " + dtype;
+}
+
+}  // namespace kvtier::harness

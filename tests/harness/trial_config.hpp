@@ -1,0 +1,28 @@
+#pragma once
+// One harness trial's settings, all derived from its seed so a failing seed
+// names everything needed to reproduce it.
+#include <cstdint>
+#include <string>
+
+namespace kvtier::harness {
+
+struct TrialConfig {
+  std::uint64_t seed = 0;
+  std::string backend = "native";    // native | kvbm
+  std::string eviction = "lineage";  // kvbm only: lineage | lru | multi_lru
+  std::uint32_t capacity = 8;
+  std::uint32_t block_size = 4;
+  bool prefix_caching = true;
+  std::string layout_kind = "page-major";  // page-major | layer-major
+  std::string dtype = "bf16";
+
+  /// Small capacities (so eviction and exhaustion happen often), both
+  /// backends, every policy, caching on and off, both layouts.
+  static TrialConfig from_seed(std::uint64_t seed);
+  /// The script's `init` line for this trial.
+  std::string init_line() const;
+  /// One line that says what this trial ran, for reports.
+  std::string describe() const;
+};
+
+}  // namespace kvtier::harness
