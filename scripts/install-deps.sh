@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # Installs the Debian packages kvtier builds with, when any is missing.
-# Run as root (or with sudo available). The CUDA toolkit is optional and is
-# not installed here: without it the CUDA targets are simply off.
+# Usage: install-deps.sh [--fuzz]. Run as root (or with sudo available).
+# The CUDA toolkit is optional and is not installed here: without it the CUDA
+# targets are simply off.
 set -euo pipefail
 
 packages=(cmake ninja-build g++ pkg-config libxxhash-dev nlohmann-json3-dev libcli11-dev
           libgtest-dev libbenchmark-dev)
+# --fuzz: also clang and its runtime (libFuzzer, ASan, UBSan) for the fuzz preset.
+if [[ ${1:-} == --fuzz ]]; then
+  packages+=(clang libclang-rt-dev)
+fi
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

@@ -10,6 +10,14 @@
 
 namespace kvtier::g1::detail {
 
+/// Visitor of several lambdas (std::visit over a MoveBlock).
+template <class... Fs>
+struct Overloaded : Fs... {
+  using Fs::operator()...;
+};
+template <class... Fs>
+Overloaded(Fs...) -> Overloaded<Fs...>;  // clang before 17 deduces no aggregate CTAD
+
 inline std::string owner_text(OwnerId owner) { return std::to_string(owner.value()); }
 
 /// The entry of reservation `id`, or ContractError("unknown <what> reservation <id>").

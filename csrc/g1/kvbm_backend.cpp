@@ -12,10 +12,6 @@
 namespace kvtier::g1 {
 namespace {
 
-template <class... Fs>
-struct Overloaded : Fs... {
-  using Fs::operator()...;
-};
 
 /// Builds the Stored runs of one operation: a reused block ends the run, a
 /// partial block is skipped without ending it.
@@ -167,7 +163,7 @@ void KvbmBackend::drop_ref(std::uint32_t page) {
 
 G1Acquire KvbmBackend::process(OwnerId owner, const MoveBlock& signal, std::size_t /*reusable_prefix_blocks*/) {
   // KVBM matches by lineage on its own; the caller's reuse hint is not needed.
-  return std::visit(Overloaded{
+  return std::visit(detail::Overloaded{
                         [&](const UseSignal& s) { return use(owner, s, nullptr); },
                         [&](const DerefSignal& s) {
                           deref(owner, s);

@@ -8,21 +8,13 @@
 #include "kvtier/core/expects.hpp"
 
 namespace kvtier::g1 {
-namespace {
-
-template <class... Fs>
-struct Overloaded : Fs... {
-  using Fs::operator()...;
-};
-
-}  // namespace
 
 NativeBackend::NativeBackend(std::uint32_t capacity, std::uint32_t block_size, bool enable_prefix_caching,
                              KvEventPublisher& publisher)
     : block_size_(block_size), caching_(enable_prefix_caching), publisher_(publisher), pool_(capacity) {}
 
 G1Acquire NativeBackend::process(OwnerId owner, const MoveBlock& signal, std::size_t reusable_prefix_blocks) {
-  return std::visit(Overloaded{
+  return std::visit(detail::Overloaded{
                         [&](const UseSignal& s) { return use(owner, s, reusable_prefix_blocks, nullptr); },
                         [&](const DerefSignal& s) {
                           deref(owner, s);

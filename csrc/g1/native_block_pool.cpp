@@ -195,6 +195,7 @@ bool NativeBlockPool::cache_private(PageId page, SequenceHash hash) {
 
 void NativeBlockPool::release(PageId page) {
   PageEntry& e = entry(page);
+  KVTIER_ASSERT(e.state != PageState::Free, "page " + std::to_string(page.value()) + " is released while free");
   if (e.state == PageState::Private) {
     free_page(page.value());
     --copies_;

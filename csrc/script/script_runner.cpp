@@ -2,7 +2,8 @@
 
 #include <xxhash.h>
 
-#include <regex>
+#include <cctype>
+#include <charconv>
 #include <string>
 
 #include "kvtier/core/kv_event_json.hpp"
@@ -68,6 +69,12 @@ std::optional<nlohmann::ordered_json> ScriptRunner::run_line(std::string_view li
     for (auto it = result.begin(); it != result.end(); ++it) out[it.key()] = std::move(*it);
     out["events"] = state_->take_events();
     return out;
+  } catch (const InvariantError& error) {
+    // kvtier's own bug, not the line's fault: marked so tools can tell.
+    state_->take_events();
+    Json out = failure(state_->describe(error.what()));
+    out["internal"] = true;
+    return out;
   } catch (const std::exception& error) {
     state_->take_events();
     return failure(state_->describe(error.what()));
@@ -119,27 +126,34 @@ int run_script(std::istream& in, std::ostream& out, std::ostream& err) {
 std::string ScriptRunner::State::describe(std::string message) const {
   // Library messages name partial blocks by UUID and owners by number; the
   // script's user knows them by label.
-  static const std::regex uuid_text("[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}");
-  static const std::regex owner_text("owner ([0-9]+)");
+  const auto is_uuid_at = [&](std::size_t at) {
+    if (at + 36 > message.size()) return false;
+    for (std::size_t k = 0; k < 36; ++k) {
+      const char c = message[at + k];
+      const bool dash = k == 8 || k == 13 || k == 18 || k == 23;
+      if (dash ? c != '-' : !std::isxdigit(static_cast<unsigned char>(c))) return false;
+    }
+    return true;
+  };
+  const auto is_digit = [&](std::size_t at) { return at < message.size() && std::isdigit(static_cast<unsigned char>(message[at])); };
   std::string out;
-  auto cursor = message.cbegin();
-  for (std::sregex_iterator it(message.begin(), message.end(), uuid_text), end; it != end; ++it) {
-    out.append(cursor, (*it)[0].first);
-    const auto label = partial_by_text_.find(it->str());
-    out += label == partial_by_text_.end() ? it->str() : "'" + label->second + "'";
-    cursor = (*it)[0].second;
+  for (std::size_t at = 0; at < message.size();) {
+    if (is_uuid_at(at)) {
+      const auto label = partial_by_text_.find(message.substr(at, 36));
+      out += label == partial_by_text_.end() ? message.substr(at, 36) : "'" + label->second + "'";
+      at += 36;
+    } else if (message.compare(at, 6, "owner ") == 0 && is_digit(at + 6)) {
+      std::size_t end = at + 6;
+      while (is_digit(end)) ++end;
+      std::uint64_t id = 0;
+      std::from_chars(message.data() + at + 6, message.data() + end, id);
+      const auto label = owner_labels_.find(id);
+      out += label == owner_labels_.end() ? message.substr(at, end - at) : "owner " + label->second;
+      at = end;
+    } else {
+      out += message[at++];
+    }
   }
-  out.append(cursor, message.cend());
-  message = std::move(out);
-  out.clear();
-  cursor = message.cbegin();
-  for (std::sregex_iterator it(message.begin(), message.end(), owner_text), end; it != end; ++it) {
-    out.append(cursor, (*it)[0].first);
-    const auto label = owner_labels_.find(std::stoull((*it)[1].str()));
-    out += label == owner_labels_.end() ? it->str() : "owner " + label->second;
-    cursor = (*it)[0].second;
-  }
-  out.append(cursor, message.cend());
   return out;
 }
 

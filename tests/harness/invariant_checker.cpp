@@ -26,7 +26,7 @@ std::optional<std::string> InvariantChecker::check_answer(const nlohmann::ordere
     return std::nullopt;
   }
   if (!answer.contains("error") || !answer.at("error").is_string()) return "a refusal without an 'error' text";
-  if (answer.at("error").get<std::string>().find("invariant broken") != std::string::npos) {
+  if (answer.contains("internal")) {
     return "the library reported a broken invariant: " + answer.at("error").get<std::string>();
   }
   return std::nullopt;
