@@ -1,5 +1,6 @@
 #include "kvtier/core/page_pattern.hpp"
 #include "kvtier/kernels/page_pattern_kernels.hpp"
+#include "launch.cuh"
 
 namespace kvtier::kernels {
 namespace {
@@ -49,8 +50,7 @@ cudaError_t launch_fill_page_pattern(std::byte* slab, const KvLayout& layout, co
                                      const std::uint64_t* identities, std::uint32_t count, cudaStream_t stream) {
   if (count == 0) return cudaSuccess;
   if (slab == nullptr || pages == nullptr || identities == nullptr) return cudaErrorInvalidValue;
-  fill_page_pattern_kernel<<<count, kThreads, 0, stream>>>(slab, layout, pages, identities);
-  return cudaGetLastError();
+  return launch(fill_page_pattern_kernel, dim3(count), dim3(kThreads), 0, stream, slab, layout, pages, identities);
 }
 
 cudaError_t launch_check_page_pattern(const std::byte* slab, const KvLayout& layout, const std::uint32_t* pages,
@@ -60,8 +60,8 @@ cudaError_t launch_check_page_pattern(const std::byte* slab, const KvLayout& lay
   if (slab == nullptr || pages == nullptr || identities == nullptr || mismatched == nullptr) {
     return cudaErrorInvalidValue;
   }
-  check_page_pattern_kernel<<<count, kThreads, 0, stream>>>(slab, layout, pages, identities, mismatched);
-  return cudaGetLastError();
+  return launch(check_page_pattern_kernel, dim3(count), dim3(kThreads), 0, stream, slab, layout, pages, identities,
+                mismatched);
 }
 
 }  // namespace kvtier::kernels

@@ -1,18 +1,93 @@
 #!/usr/bin/env bash
-# The device check for a machine with an NVIDIA GPU: build the release preset
-# there, run the `gpu` ctest label (then the cpu label, for completeness) and the
-# copy_pages bandwidth bench.
-# Logs go to $OUT when set (the device tool), else to build/gpu-check/.
+# The device check: one command for a machine with an NVIDIA GPU and no
+# package registry. It unpacks the Debian packages carried in .deps/debs
+# (scripts/fetch-device-deps.sh, run beforehand where a registry is reachable)
+# into a prefix, configures with CUDA forced on for sm_90, builds, runs the
+# `gpu` label (failing if any gpu test skipped) beside the `cpu` label,
+# compute-sanitizer memcheck and racecheck over the GPU tests, and the copy
+# bench. It prints a short summary; logs and bench JSON go to $OUT when set
+# (the device tool), else build/gpu-check/results — at most 8 files.
+#
+# Usage: scripts/gpu-check.sh            the whole check; fails without a GPU
+#        scripts/gpu-check.sh --no-gpu   only the steps a CPU machine can run
+#                                        (deps, configure, build, cpu label)
+# Device carry list: .deps (the packages). Budget: under 8 minutes on 16 cores.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out=${OUT:-build/gpu-check}
-mkdir -p "$out"
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$out/nvidia-smi.csv" 2>&1
-cmake --preset release -DKVTIER_BUILD_BENCH=ON > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
-cmake --build --preset release -j "$(nproc)" > "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
-./build/release/kvtier info | tee "$out/info.txt"
-ctest --preset release -L gpu --output-on-failure 2>&1 | tee "$out/ctest-gpu.log" | tail -15
-gpu_rc=${PIPESTATUS[0]}
-ctest --preset release -L cpu 2>&1 | tee "$out/ctest-cpu.log" | tail -3
-./build/release/kvtier_copy_bench --benchmark_repetitions=3 --benchmark_report_aggregates_only=true 2>&1 | tee "$out/copy-bench.txt" | tail -8
-exit "$gpu_rc"
+no_gpu=false
+[[ ${1:-} == --no-gpu ]] && no_gpu=true
+out=${OUT:-build/gpu-check/results}
+build=build/gpu-check
+mkdir -p "$out" "$build"
+summary="$out/summary.txt"
+: > "$summary"
+failed=0
+began=$(date +%s)
+
+# step NAME SECONDS LOG COMMAND...: runs with a time limit, records the outcome.
+step() {
+  local name=$1 limit=$2 log=$3
+  shift 3
+  local t0=$(date +%s)
+  timeout "$limit" "$@" >> "$log" 2>&1
+  local rc=$?
+  local verdict=ok
+  ((rc == 0)) || { verdict="FAILED (status $rc; $log)"; failed=1; }
+  printf '%-28s %4ss  %s\n' "$name" "$(($(date +%s) - t0))" "$verdict" | tee -a "$summary"
+  return $rc
+}
+
+echo "kvtier gpu-check $(date -u +%FT%TZ) on $(hostname), $(nproc) cores" | tee -a "$summary"
+if $no_gpu; then
+  echo "--no-gpu: the GPU steps are NOT run; nothing here says anything about a GPU" | tee -a "$summary"
+else
+  if ! nvidia-smi -L > "$out/device.txt" 2>&1 || ! grep -q '^GPU ' "$out/device.txt"; then
+    echo "gpu-check: nvidia-smi lists no GPU; refusing to report a GPU check without one" | tee -a "$summary"
+    exit 1
+  fi
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >> "$out/device.txt" 2>&1
+fi
+
+# Dependencies: the carried packages when present, else whatever the machine has.
+if compgen -G ".deps/debs/*.deb" > /dev/null; then
+  deps_env=$(bash scripts/unpack-device-deps.sh "$build/deps") || { echo "gpu-check: unpacking .deps failed" | tee -a "$summary"; exit 1; }
+  eval "$deps_env"
+fi
+
+log="$out/build.log"
+step configure 120 "$log" cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVTIER_CUDA=ON \
+  -DCMAKE_CUDA_ARCHITECTURES=90 -DKVTIER_BUILD_BENCH=ON || { tail -20 "$log"; exit 1; }
+step build 360 "$log" cmake --build "$build" -j "$(nproc)" || { tail -30 "$log"; exit 1; }
+
+# The cpu label in the background while the GPU is busy.
+ctest --test-dir "$build" -L cpu -j "$(($(nproc) / 2))" --timeout 600 > "$out/ctest-cpu.log" 2>&1 &
+cpu_pid=$!
+
+if ! $no_gpu; then
+  "$build/kvtier" info >> "$out/device.txt" 2>&1
+  gpu_log="$out/ctest-gpu.log"
+  step "ctest -L gpu" 240 "$gpu_log" ctest --test-dir "$build" -L gpu --output-on-failure --timeout 120
+  skipped=$(grep -c 'Skipped' "$gpu_log")
+  if ((skipped > 0)); then
+    echo "gpu tests skipped: $skipped (a GPU check with skipped tests is a failed check)" | tee -a "$summary"
+    failed=1
+  fi
+  san_log="$out/sanitizer.log"
+  # The 2 and 4 GiB tests are left out: memcheck makes them minutes long.
+  step "memcheck (gpu tests)" 240 "$san_log" compute-sanitizer --tool memcheck --error-exitcode 9 \
+    "$build/tests/kvtier_gpu_tests" --gtest_filter='-*SlabOverFourGiB*:*PendingEvent*'
+  step "racecheck (kernels)" 180 "$san_log" compute-sanitizer --tool racecheck --error-exitcode 9 \
+    "$build/tests/kvtier_gpu_tests" --gtest_filter='Layouts/KvKernels.*:CudaPath.Attention*:CudaPath.CopyPages*'
+  step "copy bench" 180 "$out/copy-bench.log" "$build/kvtier_copy_bench" --benchmark_repetitions=3 \
+    --benchmark_report_aggregates_only=true --benchmark_out="$out/copy-bench.json" --benchmark_out_format=json
+fi
+
+wait "$cpu_pid"
+cpu_rc=$?
+printf '%-28s %4s   %s\n' "ctest -L cpu" "" "$( ((cpu_rc == 0)) && echo ok || echo "FAILED ($out/ctest-cpu.log)")" | tee -a "$summary"
+((cpu_rc == 0)) || failed=1
+grep -E 'tests passed|tests failed' "$out/ctest-cpu.log" | tail -1 | tee -a "$summary"
+$no_gpu || grep -E 'tests passed|tests failed' "$out/ctest-gpu.log" | tail -1 | tee -a "$summary"
+$no_gpu || grep -E '^BM_.*_(median)' "$out/copy-bench.log" | tee -a "$summary"
+echo "gpu-check: $( ((failed == 0)) && echo PASSED || echo FAILED) in $(($(date +%s) - began)) s" | tee -a "$summary"
+exit "$failed"

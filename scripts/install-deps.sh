@@ -5,7 +5,7 @@
 # targets are simply off.
 set -euo pipefail
 
-packages=(cmake ninja-build g++ pkg-config libxxhash-dev nlohmann-json3-dev libcli11-dev
+packages=(cmake ninja-build g++ libxxhash-dev nlohmann-json3-dev libcli11-dev
           libgtest-dev libbenchmark-dev)
 # --fuzz: also clang and its runtime (libFuzzer, ASan, UBSan) for the fuzz preset.
 if [[ ${1:-} == --fuzz ]]; then

@@ -2,11 +2,13 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <cstring>
 #include <iostream>
 #include <nvtx3/nvtx3.hpp>
 #include <vector>
 
-#include "cuda_check.hpp"
+#include "kvtier/memory/cuda_check.hpp"
 
 namespace kvtier::memory {
 namespace {
@@ -21,11 +23,29 @@ void report_release_failure(cudaError_t status, const char* call) noexcept {
   if (status != cudaSuccess) std::cerr << "kvtier: " << call << " failed with " << cudaGetErrorName(status) << '\n';
 }
 
-/// Makes `device` current on the calling thread (streams and memory are per device).
+/// Makes `device` current on the calling thread (streams and memory are per
+/// device) and gives the caller's device back at the end of the scope.
 class DeviceScope {
  public:
-  explicit DeviceScope(int device) { KVTIER_CUDA_CHECK(cudaSetDevice(device)); }
+  explicit DeviceScope(int device) {
+    KVTIER_CUDA_CHECK(cudaGetDevice(&previous_));
+    if (previous_ != device) KVTIER_CUDA_CHECK(cudaSetDevice(device));
+    changed_ = previous_ != device;
+  }
+  ~DeviceScope() {
+    if (changed_) report_release_failure(cudaSetDevice(previous_), "cudaSetDevice (restoring the caller's device)");
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int previous_ = 0;
+  bool changed_ = false;
 };
+
+/// Copies at most this large go to the copy engines when batched; larger
+/// device-to-device copies are faster on the SMs (RMM and cuDF use the same bound).
+constexpr std::size_t kSmallCopyBytes = 128 << 10;
 
 class CudaEvent final : public detail::EventBackend {
  public:
@@ -40,7 +60,11 @@ class CudaEvent final : public detail::EventBackend {
   EventStatus status() const override {
     const cudaError_t status = cudaEventQuery(event_);
     if (status == cudaSuccess) return EventStatus::Complete;
-    if (status == cudaErrorNotReady) return EventStatus::Pending;
+    if (status == cudaErrorNotReady) {
+      detail::clear_expected_error(cudaErrorNotReady);  // "not yet" is an answer, not an error
+      return EventStatus::Pending;
+    }
+    (void)cudaGetLastError();  // reported as Failed here; synchronize() throws it
     return EventStatus::Failed;
   }
   void synchronize() const override { KVTIER_CUDA_CHECK(cudaEventSynchronize(event_)); }
@@ -90,21 +114,25 @@ class CudaStream final : public detail::StreamBackend {
       KVTIER_CUDA_CHECK(cudaMemcpyAsync(dsts[0], srcs[0], sizes[0], cudaMemcpyDefault, stream_));
       return;
     }
+#if CUDART_VERSION >= 12080
     if (batch_supported_) {
       cudaMemcpyAttributes attributes{};
       attributes.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
-      attributes.flags = cudaMemcpyFlagPreferOverlapWithCompute;
+      // Only small copies prefer the copy engines: from CUDA 13.1 the flag
+      // forces them, far slower than the SMs for large device-to-device copies.
+      const bool all_small = std::all_of(sizes.begin(), sizes.end(), [](std::size_t b) { return b <= kSmallCopyBytes; });
+      attributes.flags = all_small ? cudaMemcpyFlagPreferOverlapWithCompute : cudaMemcpyFlagDefault;
       std::size_t attribute_index = 0;
       const cudaError_t status = cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), sizes.size(),
                                                       &attributes, &attribute_index, 1, stream_);
       if (status == cudaSuccess) return;
-      if (status != cudaErrorNotSupported && status != cudaErrorInvalidValue) {
-        detail::throw_cuda_error(status, "cudaMemcpyBatchAsync", __FILE__, __LINE__);
-      }
-      // An older driver, or memory the batch API refuses: copy one by one.
-      (void)cudaGetLastError();
-      batch_supported_ = status != cudaErrorNotSupported;
+      // Only a driver without the batch API falls back; any other refusal is
+      // an error, and nothing was enqueued.
+      if (status != cudaErrorNotSupported) detail::throw_cuda_error(status, "cudaMemcpyBatchAsync", __FILE__, __LINE__);
+      detail::clear_expected_error(cudaErrorNotSupported);
+      batch_supported_ = false;
     }
+#endif
     for (std::size_t i = 0; i < sizes.size(); ++i) {
       KVTIER_CUDA_CHECK(cudaMemcpyAsync(dsts[i], srcs[i], sizes[i], cudaMemcpyDefault, stream_));
     }
@@ -127,6 +155,7 @@ class CudaStream final : public detail::StreamBackend {
   }
 
   void synchronize() override { KVTIER_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+  void* native_handle() const noexcept override { return stream_; }
 
  private:
   int device_;
@@ -167,7 +196,9 @@ DeviceBuffer CudaRuntime::allocate_device(std::size_t bytes) {
   DeviceScope scope(device_);
   void* data = nullptr;
   KVTIER_CUDA_CHECK(cudaMalloc(&data, bytes));
-  return DeviceBuffer(data, bytes, [](void* p) { report_release_failure(cudaFree(p), "cudaFree"); });
+  DeviceBuffer buffer(data, bytes, [](void* p) { report_release_failure(cudaFree(p), "cudaFree"); });
+  KVTIER_CUDA_CHECK(cudaMemset(data, 0, bytes));  // zero-filled, as on every runtime
+  return buffer;
 }
 
 PinnedBuffer CudaRuntime::allocate_pinned(std::size_t bytes) {
@@ -176,7 +207,9 @@ PinnedBuffer CudaRuntime::allocate_pinned(std::size_t bytes) {
   void* data = nullptr;
   // Mapped so copy kernels can read it directly; portable across devices.
   KVTIER_CUDA_CHECK(cudaHostAlloc(&data, bytes, cudaHostAllocPortable | cudaHostAllocMapped));
-  return PinnedBuffer(data, bytes, [](void* p) { report_release_failure(cudaFreeHost(p), "cudaFreeHost"); });
+  PinnedBuffer buffer(data, bytes, [](void* p) { report_release_failure(cudaFreeHost(p), "cudaFreeHost"); });
+  std::memset(data, 0, bytes);  // zero-filled, as on every runtime
+  return buffer;
 }
 
 Stream CudaRuntime::create_stream() { return Stream(std::make_unique<CudaStream>(device_)); }

@@ -19,7 +19,7 @@ void check_paged_attention_args(const KvLayout& layout, const PagedAttentionArgs
   if (args.layer >= g.layers) throw ContractError("paged attention: layer is outside the layout");
   for (std::uint32_t s = 0; s < args.seqs; ++s) {
     const std::int32_t length = args.seq_lens[s];
-    if (length < 1 || static_cast<std::uint64_t>(length) > std::uint64_t{args.max_blocks} * g.tokens_per_block) {
+    if (length < 0 || static_cast<std::uint64_t>(length) > std::uint64_t{args.max_blocks} * g.tokens_per_block) {
       throw ContractError("paged attention: sequence " + std::to_string(s) + " length " + std::to_string(length) +
                           " does not fit its block table");
     }
@@ -63,6 +63,10 @@ void paged_attention_decode(const std::byte* slab, const KvLayout& layout, const
         total += score;
       }
       float* out = args.out + (std::size_t{s} * args.q_heads + qh) * g.head_dim;
+      if (length == 0) {  // nothing to attend to: zeros, never NaN (the kernel agrees)
+        std::fill(out, out + g.head_dim, 0.0f);
+        continue;
+      }
       for (std::uint32_t d = 0; d < g.head_dim; ++d) {
         float acc = 0.0f;
         for (std::uint32_t t = 0; t < length; ++t) {

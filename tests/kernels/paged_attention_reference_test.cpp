@@ -129,6 +129,23 @@ TEST(PagedAttentionReference, RejectsArgumentsThatDoNotFitTheLayout) {
   EXPECT_NO_THROW(reference::paged_attention_decode(slab.data(), layout, args));
 }
 
+TEST(PagedAttentionReference, EmptySequenceGivesZerosNotNaN) {
+  // The defined empty result the CUDA kernel also produces (issue #10).
+  const KvLayout layout(KvGeometry{.layers = 1, .kv_heads = 1, .head_dim = 2, .dtype = KvDtype::Fp32,
+                                   .tokens_per_block = 2},
+                        PageLayout::PageMajor, 2);
+  std::vector<std::byte> slab(layout.slab_bytes());
+  std::vector<float> q{1, 1, 1, 1}, out{9, 9, 9, 9};
+  std::vector<std::int32_t> table{0, 1}, lens{0, -1};
+  PagedAttentionArgs args{.query = q.data(), .block_tables = table.data(), .seq_lens = lens.data(), .out = out.data(),
+                          .seqs = 2, .q_heads = 1, .max_blocks = 1, .layer = 0, .scale = 1.0f};
+  EXPECT_THROW(reference::paged_attention_decode(slab.data(), layout, args), ContractError);  // -1 is no length
+  args.seqs = 1;
+  reference::paged_attention_decode(slab.data(), layout, args);
+  EXPECT_EQ(out[0], 0.0f);
+  EXPECT_EQ(out[1], 0.0f);
+}
+
 TEST(CopyPagesReference, CopiesEveryChunkAndRejectsNullPointers) {
   std::vector<unsigned char> source(64), target(64, 0);
   std::iota(source.begin(), source.end(), 1);

@@ -120,6 +120,53 @@ TYPED_TEST_P(RuntimeContract, BatchedCopiesScatterAndGatherPages) {
   }
 }
 
+TYPED_TEST_P(RuntimeContract, AllocationsAreZeroFilled) {
+  // One contract on every runtime (issue #10): a never-written page is zeros.
+  constexpr std::size_t kBytes = 1 << 20;
+  DeviceBuffer device = this->runtime().allocate_device(kBytes);
+  PinnedBuffer pinned = this->runtime().allocate_pinned(kBytes);
+  PinnedBuffer back = this->runtime().allocate_pinned(kBytes);
+  std::memset(back.data(), 0xAB, kBytes);
+  Stream stream = this->runtime().create_stream();
+  const CopyDescriptor copy{device.bytes_data(), back.bytes_data(), kBytes};
+  stream.copy_async(std::span<const CopyDescriptor>(&copy, 1));
+  stream.synchronize();
+  const auto zero = [](const PinnedBuffer& b) {
+    return std::all_of(b.bytes_data(), b.bytes_data() + b.size(), [](std::byte x) { return x == std::byte{0}; });
+  };
+  EXPECT_TRUE(zero(back));
+  EXPECT_TRUE(zero(pinned));
+}
+
+TYPED_TEST_P(RuntimeContract, BatchedDeviceToDeviceCopiesSmallAndLarge) {
+  // Small and large chunks in one batch, device to device: the batched path
+  // must choose its copy flags per batch and still move every byte.
+  const std::vector<std::size_t> sizes{4096, 4096, 64 << 10, 256 << 10, 1 << 20, 3 << 20};
+  std::size_t total = 0;
+  for (std::size_t bytes : sizes) total += bytes;
+  PinnedBuffer staging = this->runtime().allocate_pinned(total);
+  PinnedBuffer back = this->runtime().allocate_pinned(total);
+  DeviceBuffer from = this->runtime().allocate_device(total);
+  DeviceBuffer to = this->runtime().allocate_device(total);
+  fill_bytes(staging, 77);
+  Stream stream = this->runtime().create_stream();
+  const CopyDescriptor up{staging.bytes_data(), from.bytes_data(), total};
+  stream.copy_async(std::span<const CopyDescriptor>(&up, 1));
+  for (const bool all_small : {true, false}) {
+    std::vector<CopyDescriptor> copies;
+    std::size_t offset = 0;
+    for (std::size_t bytes : sizes) {
+      if (!all_small || bytes <= (64 << 10)) copies.push_back({from.bytes_data() + offset, to.bytes_data() + offset, bytes});
+      offset += bytes;
+    }
+    stream.copy_async(copies);
+  }
+  const CopyDescriptor down{to.bytes_data(), back.bytes_data(), total};
+  stream.copy_async(std::span<const CopyDescriptor>(&down, 1));
+  stream.synchronize();
+  EXPECT_TRUE(holds_pattern(back, 77));
+}
+
 TYPED_TEST_P(RuntimeContract, EventsCompleteAfterTheWorkBeforeThem) {
   Event never_recorded = this->runtime().create_event();
   EXPECT_EQ(never_recorded.status(), EventStatus::Complete);
@@ -251,6 +298,7 @@ TYPED_TEST_P(RuntimeContract, BlockTableBuilderPacksPaddedRowsWithOneCopyPerStep
 }
 
 REGISTER_TYPED_TEST_SUITE_P(RuntimeContract, AllocatesDistinctBuffersOfTheRequestedSize, WorkOnOneStreamRunsInOrder,
+                            AllocationsAreZeroFilled, BatchedDeviceToDeviceCopiesSmallAndLarge,
                             CrossStreamWaitOrdersWorkAfterTheRecordedEvent, BatchedCopiesScatterAndGatherPages,
                             EventsCompleteAfterTheWorkBeforeThem, FillWritesTheByteValue,
                             InvalidCopyIsRejectedBeforeAnythingRuns, ImpossibleAllocationThrowsATypedError,

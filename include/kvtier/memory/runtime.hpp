@@ -89,6 +89,7 @@ class StreamBackend {
   virtual void record(EventBackend& event) = 0;
   virtual void wait(const EventBackend& event) = 0;
   virtual void synchronize() = 0;
+  virtual void* native_handle() const noexcept { return nullptr; }
 };
 }  // namespace detail
 
@@ -127,6 +128,10 @@ class Stream {
   /// Blocks until all enqueued work ran; throws if any of it failed since the
   /// last synchronize.
   void synchronize() { backend_->synchronize(); }
+  /// The native stream (a cudaStream_t on CUDA; null on the host runtime), so
+  /// kernels launched by the caller are ordered with this stream's copies.
+  /// Borrowed: valid while this Stream lives.
+  void* native_handle() const noexcept { return backend_->native_handle(); }
 
  private:
   std::unique_ptr<detail::StreamBackend> backend_;
@@ -140,7 +145,8 @@ class Runtime {
   virtual ~Runtime() = default;
   virtual RuntimeKind kind() const noexcept = 0;
   virtual DeviceInfo device_info() const = 0;
-  /// Throws AllocationError (host) or CudaError (CUDA); never returns null for bytes > 0.
+  /// Zero-filled memory on every runtime. Throws AllocationError (host) or
+  /// CudaError (CUDA); never returns null for bytes > 0.
   virtual DeviceBuffer allocate_device(std::size_t bytes) = 0;
   virtual PinnedBuffer allocate_pinned(std::size_t bytes) = 0;
   virtual Stream create_stream() = 0;

@@ -11,7 +11,7 @@ namespace kvtier::kernels {
 struct PagedAttentionArgs {
   const float* query = nullptr;              // [seqs, q_heads, head_dim]
   const std::int32_t* block_tables = nullptr;  // [seqs, max_blocks], page ids
-  const std::int32_t* seq_lens = nullptr;      // [seqs], tokens to attend to (>= 1)
+  const std::int32_t* seq_lens = nullptr;      // [seqs], tokens to attend to; 0 gives zeros
   float* out = nullptr;                        // [seqs, q_heads, head_dim]
   std::uint32_t seqs = 0;
   std::uint32_t q_heads = 0;

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Downloads (never installs) the Debian packages a build needs beyond what a
+# GPU machine's image has, into .deps/debs (ignored by git), so they travel
+# with the work tree to a machine that reaches no registry. There,
+# scripts/unpack-device-deps.sh unpacks them into a prefix. Run here, as root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+packages=(libgtest-dev libgmock-dev googletest libbenchmark-dev libbenchmark1debian libxxhash-dev libxxhash0
+          nlohmann-json3-dev libcli11-dev)
+mkdir -p .deps/debs
+cd .deps/debs
+rm -f ./*.deb
+apt-get update -qq
+apt-get download "${packages[@]}"
+ls -l --block-size=K ./*.deb
