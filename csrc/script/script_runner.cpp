@@ -135,7 +135,9 @@ std::string ScriptRunner::State::describe(std::string message) const {
     }
     return true;
   };
-  const auto is_digit = [&](std::size_t at) { return at < message.size() && std::isdigit(static_cast<unsigned char>(message[at])); };
+  const auto is_digit = [&](std::size_t at) {
+    return at < message.size() && std::isdigit(static_cast<unsigned char>(message[at]));
+  };
   std::string out;
   for (std::size_t at = 0; at < message.size();) {
     if (is_uuid_at(at)) {

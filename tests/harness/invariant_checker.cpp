@@ -43,7 +43,9 @@ std::optional<std::string> InvariantChecker::check_events(const nlohmann::ordere
       for (const auto& block : event.at("blocks")) {
         const std::uint64_t hash = block.at("hash").get<std::uint64_t>();
         seen_.insert(hash);
-        if (!stored_.insert(hash).second) return "Stored of hash " + std::to_string(hash) + " that was stored already";
+        if (!stored_.insert(hash).second && consistent_) {
+          return "Stored of hash " + std::to_string(hash) + " that was stored already";
+        }
       }
       if (event.contains("token_ids") && event.at("token_ids").size() != event.at("blocks").size()) {
         return "a Stored event whose token id lists do not align with its blocks";
@@ -53,7 +55,9 @@ std::optional<std::string> InvariantChecker::check_events(const nlohmann::ordere
       for (const auto& value : event.at("hashes")) {
         const std::uint64_t hash = value.get<std::uint64_t>();
         seen_.insert(hash);
-        if (stored_.erase(hash) == 0) return "Removed of hash " + std::to_string(hash) + " that was not stored";
+        if (stored_.erase(hash) == 0 && consistent_) {
+          return "Removed of hash " + std::to_string(hash) + " that was not stored";
+        }
       }
     } else {
       return "an event of type " + event.at("type").dump();
@@ -62,7 +66,7 @@ std::optional<std::string> InvariantChecker::check_events(const nlohmann::ordere
   return std::nullopt;
 }
 
-std::optional<std::string> InvariantChecker::check_state(const script::ScriptRunner& runner) const {
+std::optional<std::string> InvariantChecker::check_state(const script::ScriptRunner& runner) {
   const g1::G1Manager& manager = *runner.manager();
   try {
     manager.audit();
@@ -70,7 +74,7 @@ std::optional<std::string> InvariantChecker::check_state(const script::ScriptRun
     return std::string("audit: ") + error.what();
   }
   for (const std::uint64_t hash : seen_) {
-    if (manager.is_cached(SequenceHash(hash)) != stored_.contains(hash)) {
+    if (consistent_ && manager.is_cached(SequenceHash(hash)) != stored_.contains(hash)) {
       return "hash " + std::to_string(hash) + (stored_.contains(hash) ? " is stored by the events but not cached"
                                                                        : " is cached but the events removed it");
     }
@@ -78,6 +82,7 @@ std::optional<std::string> InvariantChecker::check_state(const script::ScriptRun
   const g1::G1Metrics metrics = manager.metrics();
   if (metrics.active_blocks + metrics.inactive_blocks > manager.max_capacity()) return "active + inactive exceed capacity";
   std::size_t entries = 0;
+  conflicted_.clear();
   std::map<std::uint32_t, UniqueBlock> holder;  // page -> the block a table lists on it
   for (const g1::OwnerId owner : manager.owners()) {
     const auto pages = manager.block_table(owner);
@@ -85,9 +90,11 @@ std::optional<std::string> InvariantChecker::check_state(const script::ScriptRun
     entries += pages.size();
     for (std::size_t i = 0; i < pages.size(); ++i) {
       const auto [it, first] = holder.emplace(pages[i].value(), blocks[i]);
-      if (!first && !(blocks[i].is_full() && it->second == blocks[i])) {
+      if (first || (blocks[i].is_full() && it->second == blocks[i])) continue;
+      if (consistent_ || blocks[i].is_partial() || it->second.is_partial()) {
         return "page " + std::to_string(pages[i].value()) + " is in two tables, not as one shared full block";
       }
+      conflicted_.insert(pages[i].value());
     }
   }
   if (metrics.active_block_refs != entries) {
@@ -109,7 +116,9 @@ std::optional<std::string> InvariantChecker::check_bytes(const script::ScriptRun
   };
   for (auto it = written_.begin(); it != written_.end();) {
     const auto now = table(it->first);
-    if (!now || now->pages != it->second.pages || now->blocks != it->second.blocks) {
+    const bool shared_with_another_identity = std::any_of(
+        it->second.pages.begin(), it->second.pages.end(), [&](PageId page) { return conflicted_.contains(page.value()); });
+    if (!now || now->pages != it->second.pages || now->blocks != it->second.blocks || shared_with_another_identity) {
       it = written_.erase(it);  // the owner changed: its new pages hold no promise yet
       continue;
     }
