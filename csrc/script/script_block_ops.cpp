@@ -85,13 +85,7 @@ Json ScriptRunner::State::op_finalize(const Fields& f) {
   }
   ScriptSequence& entry = sequence(f);
   if (entry.owner != id) f.fail("sequence '" + f.string("sequence") + "' belongs to another owner");
-  const ActiveSequence backup = entry.sequence;
-  try {
-    manager_->finalize_computed_prefix(id, before, after, &entry.sequence);
-  } catch (...) {
-    entry.sequence = backup;
-    throw;
-  }
+  driver().finalize(id, entry.sequence, before, after);
   label_partials(entry, f.string("sequence"));
   return Json::object();
 }

@@ -90,27 +90,8 @@ Json ScriptRunner::State::op_allocate(const Fields& f) {
   ScriptSequence& entry = sequence(f);
   const std::uint64_t tokens = f.u64("tokens");
   if (tokens > entry.sequence.len()) f.fail("cannot allocate past the sequence length");
-  const auto use = entry.sequence.prepare_allocation(tokens);
-  if (!use) {
-    entry.sequence.commit_allocation(std::max<std::size_t>(tokens, entry.sequence.num_allocated_tokens()));
-    return acquire_json(g1::G1Acquire::ready(0));
-  }
-  const g1::G1Acquire acquire = manager_->process_for_request(entry.owner, *use, f.u64_or("reuse", 0));
-  if (acquire.is_ready()) entry.sequence.commit_allocation(tokens);
-  return acquire_json(acquire);
-}
-
-void ScriptRunner::State::require_generable(const Fields& f, const ScriptSequence& entry, const std::string& id) const {
-  const ActiveSequence& seq = entry.sequence;
-  if (seq.num_allocated_tokens() != seq.len()) {
-    f.fail("sequence '" + id + "' is allocated up to " + std::to_string(seq.num_allocated_tokens()) + " of its " +
-           std::to_string(seq.len()) + " tokens: allocate it before generating");
-  }
-  const auto owned = manager_->has_owner(entry.owner) ? manager_->owned_blocks(entry.owner) : std::span<const UniqueBlock>{};
-  const auto blocks = seq.blocks();
-  if (owned.size() < blocks.size() || !std::equal(blocks.begin(), blocks.end(), owned.end() - static_cast<std::ptrdiff_t>(blocks.size()))) {
-    f.fail("sequence '" + id + "': its blocks are no longer the tail of its owner's table");
-  }
+  // The script's `reuse` is what the caller says (0 by default), never guessed.
+  return acquire_json(driver().allocate(entry.owner, entry.sequence, tokens, f.u64_or("reuse", 0)));
 }
 
 Json ScriptRunner::State::op_generate(const Fields& f) {
@@ -121,46 +102,27 @@ Json ScriptRunner::State::op_generate(const Fields& f) {
   }
   const std::optional<TokenId> token =
       f.has("token") ? std::optional<TokenId>(f.as_token(f.raw("token"), "field 'token'")) : std::nullopt;
-  require_generable(f, entry, id);
-  const ActiveSequence backup = entry.sequence;
-  const std::vector<MoveBlock> signals = token ? entry.sequence.push(*token) : entry.sequence.generate();
+  driver::DecodeStep step;
+  try {
+    step = driver().decode(entry.owner, entry.sequence, token);
+  } catch (const ContractError& error) {
+    f.fail("sequence '" + id + "': " + error.what());
+  }
+  label_partials(entry, id);
   Json names = Json::array();
-  for (const MoveBlock& signal : signals) names.push_back(signal_name(signal));
+  for (const MoveBlock& signal : step.signals) names.push_back(signal_name(signal));
   Json out;
   out["signals"] = names;
-  out["result"] = "ready";
-  for (std::size_t i = 0; i < signals.size(); ++i) {
-    g1::G1Acquire acquire;
-    try {
-      acquire = manager_->process_for_request(entry.owner, signals[i], 0);
-    } catch (...) {
-      if (i == 0) {
-        entry.sequence = backup;  // nothing reached the manager: undo the token too
-        throw;
-      }
-      // require_generable makes every signal valid; a refusal here is a bug.
-      throw InvariantError("generate: signal " + std::to_string(i) + " was refused after earlier ones were applied");
-    }
-    if (!acquire.is_ready()) {
-      // The token and the signals before this one stay applied (their events
-      // are in this answer); `allocate` retries the block before the next generate.
-      out["result"] = "capacity_exhausted";
-      out["applied"] = i;
-      label_partials(entry, id);
-      return out;
-    }
-  }
-  out["applied"] = signals.size();
-  label_partials(entry, id);
-  const bool released = !signals.empty() && std::holds_alternative<DerefSignal>(signals.back());
-  entry.sequence.commit_allocation(released ? 0 : entry.sequence.len());
+  // On capacity_exhausted the token and the signals before the stopped Use
+  // stay applied; `allocate` retries the block before the next generate.
+  out["result"] = step.acquire.is_ready() ? "ready" : "capacity_exhausted";
+  out["applied"] = step.applied;
   return out;
 }
 
 Json ScriptRunner::State::op_free(const Fields& f) {
   ScriptSequence& entry = sequence(f);
-  if (const auto deref = entry.sequence.free_signal()) manager_->process_for_request(entry.owner, *deref, 0);
-  entry.sequence.reset_with_signal();
+  driver().release(entry.owner, entry.sequence);
   return Json::object();
 }
 
@@ -168,9 +130,11 @@ Json ScriptRunner::State::op_drop(const Fields& f) {
   const std::string id = f.string("sequence");
   ScriptSequence& entry = sequence(f);
   for (const auto& [name, destination] : destinations_) {
-    if (destination.sequence == id) f.fail("sequence '" + id + "' has destination reservation '" + name + "': activate or cancel it first");
+    if (destination.sequence == id) {
+      f.fail("sequence '" + id + "' has destination reservation '" + name + "': activate or cancel it first");
+    }
   }
-  if (const auto deref = entry.sequence.free_signal()) manager_->process_for_request(entry.owner, *deref, 0);
+  driver().release(entry.owner, entry.sequence);
   for (const Uuid& uuid : entry.labelled) forget_label(uuid);
   sequences_.erase(id);
   return Json::object();

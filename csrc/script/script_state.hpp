@@ -8,6 +8,7 @@
 
 #include "kvtier/core/active_sequence.hpp"
 #include "kvtier/core/kv_event_sink.hpp"
+#include "kvtier/driver/request_driver.hpp"
 #include "kvtier/g1/g1_manager.hpp"
 #include "kvtier/memory/kv_pool.hpp"
 #include "kvtier/memory/runtime.hpp"
@@ -79,10 +80,6 @@ class ScriptRunner::State {
   /// Labels every partial block of the sequence the script has not seen yet,
   /// and forgets the labels of its blocks that are partial no more.
   void label_partials(ScriptSequence& entry, const std::string& id);
-  /// Refuses generate unless the sequence is allocated up to its length and
-  /// its blocks are the tail of its owner's table: then every signal it
-  /// produces is valid, and only capacity can stop one.
-  void require_generable(const Fields& f, const ScriptSequence& entry, const std::string& id) const;
   std::unordered_map<std::string, Uuid>::iterator add_label(const std::string& label, const Uuid& uuid);
   void forget_label(const Uuid& uuid);
   Json block_json(const UniqueBlock& block) const;
@@ -90,6 +87,7 @@ class ScriptRunner::State {
   /// Pattern identities of the blocks the owner's pages back now, in table order.
   std::vector<std::uint64_t> pattern_identities(g1::OwnerId owner) const;
   void require_init(const Fields& f) const;
+  driver::RequestDriver driver() { return driver::RequestDriver(*manager_); }
   static Json acquire_json(const g1::G1Acquire& acquire);
 
   std::unique_ptr<memory::Runtime> runtime_;

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "g1/g1_test_support.hpp"
+#include "kvtier/driver/request_driver.hpp"
 
 namespace kvtier::g1 {
 namespace {
@@ -31,32 +32,26 @@ ActiveSequence request(int system_prompt, int user, std::size_t max_output) {
                                                      .planned_output = {}, .seed = std::nullopt});
 }
 
-std::size_t resident_prefix(const G1Manager& manager, const ActiveSequence& seq) {
-  std::size_t n = 0;
-  while (n < seq.blocks().size() && seq.blocks()[n].is_full() && manager.is_cached(seq.blocks()[n].hash())) ++n;
-  return n;
-}
-
 void admit(Replay& r, std::uint64_t owner, ActiveSequence seq) {
-  const auto use = seq.prepare_allocation(seq.len());
-  // Native reuses exactly the resident prefix (as a scheduler would), so no duplicates arise.
-  const std::size_t reuse = r.manager.backend() == G1Backend::Native ? resident_prefix(r.manager, seq) : 0;
-  ASSERT_TRUE(r.manager.process_for_request(OwnerId(owner), *use, reuse).is_ready());
-  seq.commit_allocation(seq.len());
-  r.manager.finalize_computed_prefix(OwnerId(owner), 0, seq.len(), &seq);
+  // The driver reuses exactly the resident prefix on native (as a scheduler
+  // would), so no duplicates arise; KVBM matches by lineage.
+  driver::RequestDriver driver(r.manager);
+  ASSERT_TRUE(driver.allocate(OwnerId(owner), seq, seq.len()).is_ready());
+  driver.finalize(OwnerId(owner), seq, 0, seq.len());
   r.running.emplace(owner, std::move(seq));
 }
 
 void decode(Replay& r, std::uint64_t owner, TokenId token) {
+  driver::RequestDriver driver(r.manager);
   ActiveSequence& seq = r.running.at(owner);
   const std::size_t before = seq.len();
-  for (const MoveBlock& signal : seq.push(token)) ASSERT_TRUE(r.manager.process_for_request(OwnerId(owner), signal).is_ready());
-  if (seq.is_complete()) {
+  const driver::DecodeStep step = driver.decode(OwnerId(owner), seq, token);
+  ASSERT_TRUE(step.acquire.is_ready());
+  if (step.finished) {
     r.running.erase(owner);
     return;
   }
-  seq.commit_allocation(seq.len());
-  r.manager.finalize_computed_prefix(OwnerId(owner), before, seq.len(), &seq);
+  driver.finalize(OwnerId(owner), seq, before, seq.len());
 }
 
 TEST(BackendAgreement, CapacityVisibilityAndWarmPrefillCostAgree) {

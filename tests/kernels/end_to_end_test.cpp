@@ -9,6 +9,7 @@
 
 #include "kernels/kv_test_data.hpp"
 #include "kvtier/core/active_sequence.hpp"
+#include "kvtier/driver/request_driver.hpp"
 #include "kvtier/g1/g1_manager.hpp"
 #include "kvtier/kernels/reference/paged_attention.hpp"
 #include "kvtier/kernels/reference/write_kv.hpp"
@@ -48,26 +49,21 @@ class EndToEnd : public ::testing::TestWithParam<std::tuple<g1::G1Backend, PageL
                                                        .planned_output = {}, .seed = std::nullopt});
   }
 
-  /// Allocates the prompt (native reuses the resident prefix) and computes the
-  /// K/V of the tokens not already cached, through the slot mapping.
+  /// Allocates the prompt (the driver reuses the resident prefix on native)
+  /// and computes the K/V of the tokens not already cached, through the slot mapping.
   void prefill(g1::OwnerId owner, ActiveSequence& seq) {
-    std::size_t reuse = 0;
-    while (native() && reuse < seq.blocks().size() && seq.blocks()[reuse].is_full() &&
-           manager_->is_cached(seq.blocks()[reuse].hash())) {
-      ++reuse;
-    }
+    driver::RequestDriver driver(*manager_);
     const std::size_t cached = manager_->get_prefill_cost(seq).cached_tokens;
-    ASSERT_TRUE(manager_->process_for_request(owner, *seq.prepare_allocation(seq.len()), reuse).is_ready());
-    seq.commit_allocation(seq.len());
+    ASSERT_TRUE(driver.allocate(owner, seq, seq.len()).is_ready());
     compute(owner, seq, cached, seq.len());
-    manager_->finalize_computed_prefix(owner, 0, seq.len(), &seq);
+    driver.finalize(owner, seq, 0, seq.len());
   }
 
   void decode_token(g1::OwnerId owner, ActiveSequence& seq, std::uint32_t token) {
-    for (const MoveBlock& signal : seq.push(token)) ASSERT_TRUE(manager_->process_for_request(owner, signal).is_ready());
-    seq.commit_allocation(seq.len());
+    driver::RequestDriver driver(*manager_);
+    ASSERT_TRUE(driver.decode(owner, seq, token).acquire.is_ready());
     compute(owner, seq, seq.len() - 1, seq.len());
-    manager_->finalize_computed_prefix(owner, seq.len() - 1, seq.len(), &seq);
+    driver.finalize(owner, seq, seq.len() - 1, seq.len());
   }
 
   /// Writes K/V of tokens [first, end) of `seq` through its block table, every layer.
@@ -134,7 +130,7 @@ TEST_P(EndToEnd, PrefixHitsEvictionAndDecodeKeepAttentionExact) {
   expect_attention_matches(a, seq_a);
 
   // A finishes; C needs more pages than are free: A's unshared pages are evicted and reused.
-  manager_->process_for_request(a, *seq_a.free_signal());
+  driver::RequestDriver(*manager_).release(a, seq_a);
   const std::vector<PageId> pages_a_before(manager_->block_table(b).begin(), manager_->block_table(b).end());
   ActiveSequence seq_c = sequence(prompt(7000, 20));
   prefill(c, seq_c);

@@ -1,0 +1,89 @@
+#include "kvtier/driver/request_driver.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "kvtier/core/errors.hpp"
+#include "kvtier/core/expects.hpp"
+
+namespace kvtier::driver {
+
+std::size_t RequestDriver::resident_prefix(const ActiveSequence& sequence) const {
+  const auto blocks = sequence.blocks();
+  std::size_t n = 0;
+  while (n < blocks.size() && blocks[n].is_full() && manager_->is_cached(blocks[n].hash())) ++n;
+  return n;
+}
+
+g1::G1Acquire RequestDriver::allocate(g1::OwnerId owner, ActiveSequence& sequence, std::size_t cumulative_tokens,
+                                      std::optional<std::size_t> reuse) {
+  KVTIER_EXPECTS(cumulative_tokens <= sequence.len(), "cannot allocate past the sequence length");
+  const auto use = sequence.prepare_allocation(cumulative_tokens);
+  if (!use) {
+    sequence.commit_allocation(std::max(cumulative_tokens, sequence.num_allocated_tokens()));
+    return g1::G1Acquire::ready(0);
+  }
+  std::size_t reusable = reuse.value_or(0);
+  if (!reuse && manager_->backend() == g1::G1Backend::Native && manager_->enable_prefix_caching() &&
+      sequence.num_allocated_tokens() == 0 && !manager_->has_owner(owner)) {
+    reusable = std::min(resident_prefix(sequence), use->blocks.size());
+  }
+  const g1::G1Acquire acquire = manager_->process_for_request(owner, *use, reusable);
+  if (acquire.is_ready()) sequence.commit_allocation(cumulative_tokens);
+  return acquire;
+}
+
+void RequestDriver::finalize(g1::OwnerId owner, ActiveSequence& sequence, std::size_t before, std::size_t after) {
+  const ActiveSequence backup = sequence;  // a refused finalize leaves the sequence as it was
+  try {
+    manager_->finalize_computed_prefix(owner, before, after, &sequence);
+  } catch (...) {
+    sequence = backup;
+    throw;
+  }
+}
+
+void RequestDriver::require_decodable(g1::OwnerId owner, const ActiveSequence& sequence) const {
+  if (sequence.num_allocated_tokens() != sequence.len()) {
+    throw ContractError("allocated up to " + std::to_string(sequence.num_allocated_tokens()) +
+                        " of its " + std::to_string(sequence.len()) + " tokens: allocate it before generating");
+  }
+  const auto owned = manager_->has_owner(owner) ? manager_->owned_blocks(owner) : std::span<const UniqueBlock>{};
+  const auto blocks = sequence.blocks();
+  if (owned.size() < blocks.size() ||
+      !std::equal(blocks.begin(), blocks.end(), owned.end() - static_cast<std::ptrdiff_t>(blocks.size()))) {
+    throw ContractError("its blocks are no longer the tail of its owner's table");
+  }
+}
+
+DecodeStep RequestDriver::decode(g1::OwnerId owner, ActiveSequence& sequence, std::optional<TokenId> token) {
+  require_decodable(owner, sequence);
+  const ActiveSequence backup = sequence;
+  DecodeStep step;
+  step.signals = token ? sequence.push(*token) : sequence.generate();
+  for (; step.applied < step.signals.size(); ++step.applied) {
+    try {
+      step.acquire = manager_->process_for_request(owner, step.signals[step.applied], 0);
+    } catch (...) {
+      if (step.applied == 0) {
+        sequence = backup;  // nothing reached the manager: undo the token too
+        throw;
+      }
+      // require_decodable makes every signal valid; a refusal here is a bug.
+      throw InvariantError("decode: signal " + std::to_string(step.applied) +
+                           " was refused after earlier ones were applied");
+    }
+    if (!step.acquire.is_ready()) return step;
+  }
+  step.acquire = g1::G1Acquire::ready(step.signals.size());
+  step.finished = !step.signals.empty() && std::holds_alternative<DerefSignal>(step.signals.back());
+  sequence.commit_allocation(step.finished ? 0 : sequence.len());
+  return step;
+}
+
+void RequestDriver::release(g1::OwnerId owner, ActiveSequence& sequence) {
+  if (const auto deref = sequence.free_signal()) manager_->process_for_request(owner, *deref, 0);
+  sequence.reset_with_signal();
+}
+
+}  // namespace kvtier::driver

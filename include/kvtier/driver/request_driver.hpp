@@ -1,0 +1,69 @@
+#pragma once
+// The one loop from a request's ActiveSequence to G1Manager calls: allocate
+// (with the native backend's reuse of the resident prefix), finalize what was
+// computed, decode one token at a time, release on finish or preemption. The
+// script runner, the tests, the benches and the replay all drive requests
+// through it, so the order of calls (spec §6.3) lives in one place.
+#include <cstddef>
+#include <optional>
+#include <vector>
+
+#include "kvtier/core/active_sequence.hpp"
+#include "kvtier/g1/g1_manager.hpp"
+
+namespace kvtier::driver {
+
+/// What one decode step did.
+struct DecodeStep {
+  /// The token's MoveBlock signals, in order.
+  std::vector<MoveBlock> signals;
+  /// How many of them were processed: all of them unless a Use found no
+  /// capacity (`acquire` says so); the token and the signals before it stay.
+  std::size_t applied = 0;
+  g1::G1Acquire acquire = g1::G1Acquire::ready(0);
+  /// The token completed the request: its final Deref released every block.
+  bool finished = false;
+};
+
+/// Stateless: it keeps no request, only a reference to the manager; each call
+/// takes the request's owner and sequence. Contract violations throw
+/// ContractError with nothing changed.
+class RequestDriver {
+ public:
+  explicit RequestDriver(g1::G1Manager& manager) noexcept : manager_(&manager) {}
+
+  g1::G1Manager& manager() const noexcept { return *manager_; }
+
+  /// Leading full blocks of `sequence` cached in G1 now (what a native
+  /// scheduler hands the backend as `reusable_prefix_blocks`).
+  std::size_t resident_prefix(const ActiveSequence& sequence) const;
+
+  /// Allocates up to `cumulative_tokens` (<= len; ContractError past it). On
+  /// the first allocation of a native request the resident prefix is reused
+  /// unless `reuse` says how many blocks to reuse; KVBM matches by lineage
+  /// itself. Ready moves the watermark; capacity exhaustion changes nothing.
+  g1::G1Acquire allocate(g1::OwnerId owner, ActiveSequence& sequence, std::size_t cumulative_tokens,
+                         std::optional<std::size_t> reuse = std::nullopt);
+
+  /// Tokens [before, after) were computed: the native backend makes their
+  /// blocks visible and the sequence's computed tail is promoted (#12222
+  /// order). A no-op on KVBM, where blocks are visible at Use.
+  void finalize(g1::OwnerId owner, ActiveSequence& sequence, std::size_t before, std::size_t after);
+
+  /// Appends one token (`token`, or the sequence's next planned/random one)
+  /// and processes its signals for `owner`. Refused with nothing changed
+  /// unless the sequence is allocated up to its length and its blocks are the
+  /// tail of the owner's table — then only capacity can stop a signal.
+  DecodeStep decode(g1::OwnerId owner, ActiveSequence& sequence, std::optional<TokenId> token = std::nullopt);
+
+  /// Releases the allocated blocks leaf first and resets the watermark
+  /// (finish or preemption); generated tokens stay in the sequence.
+  void release(g1::OwnerId owner, ActiveSequence& sequence);
+
+ private:
+  void require_decodable(g1::OwnerId owner, const ActiveSequence& sequence) const;
+
+  g1::G1Manager* manager_;
+};
+
+}  // namespace kvtier::driver
