@@ -22,8 +22,7 @@
 
 namespace {
 
-using kvtier::kernels::PageChunkCopy;
-using kvtier::memory::CopyDescriptor;
+using kvtier::CopyDescriptor;
 
 constexpr std::size_t kTotalBytes = std::size_t{256} << 20;  // per copy, each way
 constexpr int kRuns = 8;                                      // copies between the two events
@@ -45,13 +44,13 @@ struct Fixture {
     order.resize(chunks);
     std::iota(order.begin(), order.end(), 0);
     std::shuffle(order.begin(), order.end(), std::mt19937(1));  // scattered destinations, like real pages
-    std::vector<PageChunkCopy> list;
     for (std::size_t i = 0; i < chunks; ++i) {
-      list.push_back({source.bytes_data() + i * chunk, target.bytes_data() + order[i] * chunk, chunk});
       descriptors.push_back({source.bytes_data() + i * chunk, target.bytes_data() + order[i] * chunk, chunk});
     }
-    device_list = runtime->allocate_device(list.size() * sizeof(PageChunkCopy));
-    KVTIER_CUDA_CHECK(cudaMemcpy(device_list.data(), list.data(), list.size() * sizeof(PageChunkCopy), cudaMemcpyHostToDevice));
+    // The same descriptors serve the kernel (from device memory) and the runtime's batched copy.
+    device_list = runtime->allocate_device(descriptors.size() * sizeof(CopyDescriptor));
+    KVTIER_CUDA_CHECK(cudaMemcpy(device_list.data(), descriptors.data(), descriptors.size() * sizeof(CopyDescriptor),
+                                 cudaMemcpyHostToDevice));
   }
   ~Fixture() {
     cudaEventDestroy(start);
@@ -133,7 +132,7 @@ void BM_PlainDeviceToDeviceCopy(benchmark::State& state) {
 void BM_CopyPagesKernel(benchmark::State& state) {
   timed(state, static_cast<std::size_t>(state.range(0)), true, [&state](Fixture& f) {
     const auto sms = static_cast<std::uint32_t>(state.range(1) == 0 ? f.sms : state.range(1));
-    KVTIER_CUDA_CHECK(kvtier::kernels::launch_copy_pages(static_cast<const PageChunkCopy*>(f.device_list.data()),
+    KVTIER_CUDA_CHECK(kvtier::kernels::launch_copy_pages(static_cast<const CopyDescriptor*>(f.device_list.data()),
                                                          static_cast<std::uint32_t>(f.chunks), sms, f.native()));
   });
 }

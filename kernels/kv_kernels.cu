@@ -107,9 +107,9 @@ constexpr unsigned kLoadsInFlight = 4;  // 16-byte loads each thread issues befo
 
 // One block per chunk at a time (grid-stride over chunks). Each thread keeps
 // kLoadsInFlight 16-byte loads in flight, so a few SMs saturate memory.
-__global__ void copy_pages_kernel(const PageChunkCopy* chunks, std::uint32_t count) {
+__global__ void copy_pages_kernel(const CopyDescriptor* chunks, std::uint32_t count) {
   for (std::uint32_t c = blockIdx.x; c < count; c += gridDim.x) {
-    const PageChunkCopy chunk = chunks[c];
+    const CopyDescriptor chunk = chunks[c];
     const auto src = reinterpret_cast<std::uintptr_t>(chunk.src);
     const auto dst = reinterpret_cast<std::uintptr_t>(chunk.dst);
     if (((src | dst | chunk.bytes) & 15U) == 0) {
@@ -180,7 +180,7 @@ cudaError_t launch_paged_attention_decode(const std::byte* slab, const KvLayout&
                 layout, args);
 }
 
-cudaError_t launch_copy_pages(const PageChunkCopy* chunks, std::uint32_t count, std::uint32_t max_sms,
+cudaError_t launch_copy_pages(const CopyDescriptor* chunks, std::uint32_t count, std::uint32_t max_sms,
                               cudaStream_t stream) {
   if (count == 0) return cudaSuccess;
   if (chunks == nullptr || max_sms == 0) return cudaErrorInvalidValue;

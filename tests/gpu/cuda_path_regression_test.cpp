@@ -48,11 +48,11 @@ class CudaPath : public ::testing::Test {
 TEST_F(CudaPath, LaunchReportsItsOwnStatusNotAnEarlierFailure) {
   memory::DeviceBuffer from = runtime().allocate_device(4096);
   memory::DeviceBuffer to = runtime().allocate_device(4096);
-  const std::vector<PageChunkCopy> chunks{{from.data(), to.data(), 4096}};
+  const std::vector<CopyDescriptor> chunks{{from.data(), to.data(), 4096}};
   memory::DeviceBuffer device_chunks = upload(chunks);
   // An earlier, unrelated failure leaves its code as the thread's last error.
   ASSERT_NE(cudaMemcpy(nullptr, nullptr, 16, cudaMemcpyDeviceToDevice), cudaSuccess);
-  EXPECT_EQ(launch_copy_pages(static_cast<const PageChunkCopy*>(device_chunks.data()), 1, 4, nullptr), cudaSuccess);
+  EXPECT_EQ(launch_copy_pages(static_cast<const CopyDescriptor*>(device_chunks.data()), 1, 4, nullptr), cudaSuccess);
   (void)cudaGetLastError();
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
@@ -155,13 +155,13 @@ TEST_F(CudaPath, CopyPagesGridStrideCoversMoreChunksThanBlocksAndMappedHostTarge
   std::vector<unsigned char> pattern(kChunk * kChunks);
   for (std::size_t i = 0; i < pattern.size(); ++i) pattern[i] = static_cast<unsigned char>(i * 13 + 1);
   ASSERT_EQ(cudaMemcpy(source.data(), pattern.data(), pattern.size(), cudaMemcpyHostToDevice), cudaSuccess);
-  std::vector<PageChunkCopy> chunks;
+  std::vector<CopyDescriptor> chunks;
   for (std::size_t i = 0; i < kChunks; ++i) {
     chunks.push_back({source.bytes_data() + i * kChunk, host.bytes_data() + (kChunks - 1 - i) * kChunk, kChunk});
   }
   memory::DeviceBuffer device_chunks = upload(chunks);
   // 64 chunks on at most 3 blocks: the grid-stride loop does most of the work.
-  ASSERT_EQ(launch_copy_pages(static_cast<const PageChunkCopy*>(device_chunks.data()), kChunks, 3, nullptr),
+  ASSERT_EQ(launch_copy_pages(static_cast<const CopyDescriptor*>(device_chunks.data()), kChunks, 3, nullptr),
             cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   for (std::size_t i = 0; i < kChunks; ++i) {
@@ -175,12 +175,12 @@ TEST_F(CudaPath, KernelIsOrderedAfterARuntimeCopyOnTheSameStream) {
   memory::DeviceBuffer middle = runtime().allocate_device(kBytes);
   memory::DeviceBuffer target = runtime().allocate_device(kBytes);
   for (std::size_t i = 0; i < kBytes; ++i) staging.bytes_data()[i] = static_cast<std::byte>(i % 251);
-  const std::vector<PageChunkCopy> chunks{{middle.data(), target.data(), kBytes}};
+  const std::vector<CopyDescriptor> chunks{{middle.data(), target.data(), kBytes}};
   memory::DeviceBuffer device_chunks = upload(chunks);
   memory::Stream stream = runtime().create_stream();
   ASSERT_NE(stream.native_handle(), nullptr);
   stream.copy_async(memory::CopyDescriptor{staging.bytes_data(), middle.bytes_data(), kBytes});
-  ASSERT_EQ(launch_copy_pages(static_cast<const PageChunkCopy*>(device_chunks.data()), 1, 8,
+  ASSERT_EQ(launch_copy_pages(static_cast<const CopyDescriptor*>(device_chunks.data()), 1, 8,
                               static_cast<cudaStream_t>(stream.native_handle())),
             cudaSuccess);
   stream.synchronize();

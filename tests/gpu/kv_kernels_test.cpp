@@ -125,7 +125,7 @@ TEST(CopyPagesKernel, CopiesScatteredChunksFromDeviceAndMappedHostMemory) {
   std::memcpy(host.data(), pattern.data(), pattern.size());
   ASSERT_EQ(cudaMemcpy(source.data(), pattern.data(), pattern.size(), cudaMemcpyHostToDevice), cudaSuccess);
   // Device chunk i -> target chunk 7 - i; one unaligned tail; then host chunks -> device.
-  std::vector<PageChunkCopy> chunks;
+  std::vector<CopyDescriptor> chunks;
   for (std::size_t i = 0; i < 4; ++i) {
     chunks.push_back({source.bytes_data() + i * kChunk, target.bytes_data() + (7 - i) * kChunk, kChunk});
   }
@@ -133,7 +133,7 @@ TEST(CopyPagesKernel, CopiesScatteredChunksFromDeviceAndMappedHostMemory) {
   for (std::size_t i = 5; i < 8; ++i) {
     chunks.push_back({host.bytes_data() + i * kChunk, target.bytes_data() + (i - 5) * kChunk, kChunk});
   }
-  DeviceArray<PageChunkCopy> dchunks(chunks);
+  DeviceArray<CopyDescriptor> dchunks(chunks);
   ASSERT_EQ(launch_copy_pages(dchunks.data, static_cast<std::uint32_t>(chunks.size()), 4, nullptr), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   std::vector<unsigned char> result(8 * kChunk);

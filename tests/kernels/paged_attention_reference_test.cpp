@@ -149,12 +149,12 @@ TEST(PagedAttentionReference, EmptySequenceGivesZerosNotNaN) {
 TEST(CopyPagesReference, CopiesEveryChunkAndRejectsNullPointers) {
   std::vector<unsigned char> source(64), target(64, 0);
   std::iota(source.begin(), source.end(), 1);
-  const std::vector<PageChunkCopy> chunks{{source.data(), target.data() + 32, 32}, {source.data() + 33, target.data(), 7}};
+  const std::vector<CopyDescriptor> chunks{{source.data(), target.data() + 32, 32}, {source.data() + 33, target.data(), 7}};
   reference::copy_pages(chunks);
   EXPECT_TRUE(std::equal(source.begin(), source.begin() + 32, target.begin() + 32));
   EXPECT_TRUE(std::equal(source.begin() + 33, source.begin() + 40, target.begin()));
   EXPECT_EQ(target[7], 0);
-  const std::vector<PageChunkCopy> bad{{nullptr, target.data(), 4}};
+  const std::vector<CopyDescriptor> bad{{nullptr, target.data(), 4}};
   EXPECT_THROW(reference::copy_pages(bad), ContractError);
 }
 

@@ -31,11 +31,11 @@ cudaError_t launch_write_kv(std::byte* slab, const KvLayout& layout, std::uint32
 cudaError_t launch_paged_attention_decode(const std::byte* slab, const KvLayout& layout,
                                           const PagedAttentionArgs& args, cudaStream_t stream);
 
-/// Copies `count` chunks (device array of PageChunkCopy) in one launch, device
+/// Copies `count` chunks (device array of CopyDescriptor) in one launch, device
 /// to device or to and from mapped pinned host memory, with 16-byte accesses
 /// where a chunk is 16-byte aligned, several loads in flight per thread.
 /// Launches at most `max_sms` blocks (one SM each), so compute keeps the rest.
-cudaError_t launch_copy_pages(const PageChunkCopy* chunks, std::uint32_t count, std::uint32_t max_sms,
+cudaError_t launch_copy_pages(const CopyDescriptor* chunks, std::uint32_t count, std::uint32_t max_sms,
                               cudaStream_t stream);
 
 }  // namespace kvtier::kernels

@@ -6,18 +6,16 @@
 #include <span>
 #include <string>
 
+#include "kvtier/core/copy_descriptor.hpp"
+
 namespace kvtier::memory {
 
 enum class RuntimeKind : std::uint8_t { Host, Cuda };
 const char* runtime_kind_name(RuntimeKind kind) noexcept;
 
-/// One asynchronous copy: `bytes` from `src` to `dst`. Both must stay valid
-/// until the copy has completed (an event recorded after it is complete).
-struct CopyDescriptor {
-  const void* src = nullptr;
-  void* dst = nullptr;
-  std::size_t bytes = 0;
-};
+/// An asynchronous copy's descriptor: its pointers stay valid until the copy
+/// has completed (an event recorded after it is complete).
+using kvtier::CopyDescriptor;
 
 enum class EventStatus : std::uint8_t { Pending, Complete, Failed };
 
