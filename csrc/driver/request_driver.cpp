@@ -34,13 +34,9 @@ g1::G1Acquire RequestDriver::allocate(g1::OwnerId owner, ActiveSequence& sequenc
 }
 
 void RequestDriver::finalize(g1::OwnerId owner, ActiveSequence& sequence, std::size_t before, std::size_t after) {
-  const ActiveSequence backup = sequence;  // a refused finalize leaves the sequence as it was
-  try {
-    manager_->finalize_computed_prefix(owner, before, after, &sequence);
-  } catch (...) {
-    sequence = backup;
-    throw;
-  }
+  // G1Manager checks the tail's Promote before it changes the sequence or
+  // publishes anything, so a refusal leaves both as they were.
+  manager_->finalize_computed_prefix(owner, before, after, &sequence);
 }
 
 void RequestDriver::require_decodable(g1::OwnerId owner, const ActiveSequence& sequence) const {
@@ -58,20 +54,18 @@ void RequestDriver::require_decodable(g1::OwnerId owner, const ActiveSequence& s
 
 DecodeStep RequestDriver::decode(g1::OwnerId owner, ActiveSequence& sequence, std::optional<TokenId> token) {
   require_decodable(owner, sequence);
-  const ActiveSequence backup = sequence;
   DecodeStep step;
   step.signals = token ? sequence.push(*token) : sequence.generate();
   for (; step.applied < step.signals.size(); ++step.applied) {
     try {
       step.acquire = manager_->process_for_request(owner, step.signals[step.applied], 0);
-    } catch (...) {
-      if (step.applied == 0) {
-        sequence = backup;  // nothing reached the manager: undo the token too
-        throw;
-      }
-      // require_decodable makes every signal valid; a refusal here is a bug.
-      throw InvariantError("decode: signal " + std::to_string(step.applied) +
-                           " was refused after earlier ones were applied");
+    } catch (const ContractError& error) {
+      // require_decodable makes every signal valid (a Promote of the owner's
+      // last block, a Use of a fresh partial, a Deref of the table's tail), so
+      // a refusal here is kvtier's bug — and no copy of the sequence is kept
+      // per token to undo it.
+      throw InvariantError("decode: signal " + std::to_string(step.applied) + " of a decodable sequence was refused: " +
+                           error.what());
     }
     if (!step.acquire.is_ready()) return step;
   }
