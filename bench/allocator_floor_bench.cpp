@@ -1,0 +1,124 @@
+// Each G1 backend against the same-run floor (MinimalAllocator) on whole
+// request streams from a cold start: per request the prefix lookup a
+// scheduler makes, Use, finalize, and — once `live` requests are held — the
+// Deref of the oldest. One iteration replays the stream through the backend
+// and then through the floor; `fraction_of_floor` is floor time / backend
+// time of that same iteration (the targets: native >= 0.5, KVBM LRU
+// and multi-LRU >= 0.35, Lineage >= 0.25). A counting event sink listens.
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <deque>
+#include <memory>
+
+#include "kvtier/core/kv_event_sink.hpp"
+#include "kvtier/g1/g1_manager.hpp"
+#include "minimal_allocator.hpp"
+#include "request_streams.hpp"
+
+namespace {
+
+using namespace kvtier;
+using Clock = std::chrono::steady_clock;
+
+class CountingSink final : public KvEventSink {
+ public:
+  void publish(const KvEvent&) override { ++events; }
+  std::size_t events = 0;
+};
+
+const bench::RequestStream& stream(int which) {
+  static const bench::RequestStream shared = bench::shared_half_stream(1000, 2048, 16, 64, 16384);
+  static const bench::RequestStream trace =
+      bench::trace_stream(KVTIER_SHARED_TRACE, 300, 16, 16, 64 * 1024);  // ~300 long prompts of the real trace
+  return which == 0 ? shared : trace;
+}
+
+/// Replays the stream through the backend; false if a Use found no capacity.
+bool replay_backend(const bench::RequestStream& s, g1::G1Manager& manager) {
+  std::deque<g1::OwnerId> live;
+  std::uint64_t next_owner = 1;
+  for (const auto& request : s.requests) {
+    if (live.size() == s.live) {
+      const DerefSignal& deref = s.requests[live.front().value() - 1].deref;
+      if (!deref.blocks.empty()) manager.process_for_request(live.front(), deref);  // a prompt shorter than a block holds none
+      live.pop_front();
+    }
+    const g1::OwnerId owner(next_owner++);
+    live.push_back(owner);
+    if (request.use.blocks.empty()) continue;  // a prompt shorter than one block holds no page
+    std::size_t prefix = 0;  // what a scheduler asks first: the resident prefix
+    while (prefix < request.use.blocks.size() && manager.is_cached(request.use.blocks[prefix].hash())) ++prefix;
+    const std::size_t reuse = manager.backend() == g1::G1Backend::Native ? prefix : 0;
+    if (!manager.process_for_request(owner, request.use, reuse).is_ready()) return false;
+    manager.finalize_computed_prefix(owner, 0, request.use.blocks.size() * s.block_size);
+  }
+  return true;
+}
+
+bool replay_floor(const bench::RequestStream& s) {
+  bench::MinimalAllocator floor(s.pages);
+  std::deque<std::size_t> live;
+  for (std::size_t r = 0; r < s.requests.size(); ++r) {
+    if (live.size() == s.live) {
+      floor.release(s.requests[live.front()].deref.blocks);
+      live.pop_front();
+    }
+    if (!floor.use(s.requests[r].use.blocks)) return false;
+    live.push_back(r);
+  }
+  return true;
+}
+
+void stream_cycle(benchmark::State& state, g1::G1Backend backend, g1::EvictionBackend eviction) {
+  const bench::RequestStream& s = stream(static_cast<int>(state.range(0)));
+  if (s.requests.empty()) {
+    state.SkipWithError("the request stream is empty (is the shared trace there?)");
+    return;
+  }
+  double backend_seconds = 0;
+  double floor_seconds = 0;
+  std::size_t metadata = 0;
+  for (auto _ : state) {
+    auto sink = std::make_shared<CountingSink>();
+    g1::G1Manager manager(g1::G1ManagerConfig{.capacity = s.pages, .block_size = s.block_size, .dp_rank = 0,
+                                              .backend = backend, .enable_prefix_caching = true, .eviction = eviction},
+                          {sink});
+    const auto t0 = Clock::now();
+    const bool ok = replay_backend(s, manager);
+    const auto t1 = Clock::now();
+    const bool floor_ok = replay_floor(s);
+    const auto t2 = Clock::now();
+    if (!ok || !floor_ok) {
+      state.SkipWithError("capacity exhausted: the stream does not fit its pages");
+      return;
+    }
+    const double seconds = std::chrono::duration<double>(t1 - t0).count();
+    state.SetIterationTime(seconds);
+    backend_seconds += seconds;
+    floor_seconds += std::chrono::duration<double>(t2 - t1).count();
+    metadata = manager.metadata_bytes();
+  }
+  const double blocks = static_cast<double>(s.blocks()) * static_cast<double>(state.iterations());
+  state.counters["blocks/s"] = blocks / backend_seconds;
+  state.counters["floor_blocks/s"] = blocks / floor_seconds;
+  state.counters["fraction_of_floor"] = floor_seconds / backend_seconds;
+  state.counters["metadata_B_per_page"] = static_cast<double>(metadata) / s.pages;
+  state.SetLabel(s.name);
+}
+
+void BM_StreamNative(benchmark::State& state) { stream_cycle(state, g1::G1Backend::Native, g1::EvictionBackend::Lineage); }
+void BM_StreamKvbmLru(benchmark::State& state) { stream_cycle(state, g1::G1Backend::Kvbm, g1::EvictionBackend::Lru); }
+void BM_StreamKvbmMultiLru(benchmark::State& state) {
+  stream_cycle(state, g1::G1Backend::Kvbm, g1::EvictionBackend::MultiLru);
+}
+void BM_StreamKvbmLineage(benchmark::State& state) {
+  stream_cycle(state, g1::G1Backend::Kvbm, g1::EvictionBackend::Lineage);
+}
+// Arg 0: the shared-half stream; 1: the Mooncake trace.
+BENCHMARK(BM_StreamNative)->Arg(0)->Arg(1)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_StreamKvbmLru)->Arg(0)->Arg(1)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_StreamKvbmMultiLru)->Arg(0)->Arg(1)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_StreamKvbmLineage)->Arg(0)->Arg(1)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+}  // namespace
