@@ -57,7 +57,7 @@ TYPED_TEST(EvictionPolicyContract, InsertingAnInactivePageAgainIsAContractError)
   EXPECT_EQ(this->policy_.size(), 1U);
 }
 
-// Lineage: the P15 graph (spec §7.3) on pages = block numbers.
+// Lineage: the P15 graph (docs/semantics.md §7.3) on pages = block numbers.
 class LineagePolicy : public ::testing::Test {
  protected:
   // Lineage of P15 (child <- parent): 1<-0, 2<-1, 3<-2, 4<-3, 5<-1, 6<-5.

@@ -1,5 +1,5 @@
 // The KVBM backend through the G1Manager facade: worked examples P11–P18
-// (spec §7.3) and the N2 transactional rules of §2.5.
+// (docs/semantics.md §7.3) and the N2 transactional rules of §2.5.
 #include <gtest/gtest.h>
 
 #include "g1/g1_test_support.hpp"

@@ -1,5 +1,5 @@
 #pragma once
-// An obviously-correct model of the KVBM backend (spec §2.5, §4.2, §4.3) for
+// An obviously-correct model of the KVBM backend (docs/semantics.md §2.5, §4.2, §4.3) for
 // differential tests: maps and linear scans, each eviction policy written out
 // from its rules. Only the TinyLFU estimator is shared with the
 // implementation (both sides feed it the same touches).

@@ -1,5 +1,5 @@
 // The native backend through the G1Manager facade: worked examples P6–P10
-// (spec §7.2, in their N1 form) and the validation rules of §2.4.
+// (docs/semantics.md §7.2, in their N1 form) and the validation rules of §2.4.
 #include <gtest/gtest.h>
 
 #include "g1/g1_test_support.hpp"

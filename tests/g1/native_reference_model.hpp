@@ -1,5 +1,5 @@
 #pragma once
-// An obviously-correct model of the native backend (spec §2.2, §2.4, §4.1,
+// An obviously-correct model of the native backend (docs/semantics.md §2.2, §2.4, §4.1,
 // §4.3) for differential tests: plain vectors, linear scans, no cleverness.
 // It shares no code with the implementation beyond the signal and event types.
 #include <algorithm>

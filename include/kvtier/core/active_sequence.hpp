@@ -25,7 +25,7 @@ struct ActiveSequenceConfig {
 };
 
 /// A request as a list of blocks and the MoveBlock signals that drive a G1
-/// manager (spec §6.1). Full blocks carry their sequence hash, local hash and
+/// manager (docs/semantics.md §6.1). Full blocks carry their sequence hash, local hash and
 /// PLH; the trailing partial block (if any) a random UUID. With prefix caching
 /// off, full blocks get random identities that the sequence keeps, so a
 /// preempted request re-admits onto its own blocks.

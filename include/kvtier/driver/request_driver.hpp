@@ -3,7 +3,7 @@
 // (with the native backend's reuse of the resident prefix), finalize what was
 // computed, decode one token at a time, release on finish or preemption. The
 // script runner, the tests, the benches and the replay all drive requests
-// through it, so the order of calls (spec §6.3) lives in one place.
+// through it, so the order of calls (docs/semantics.md §6.3) lives in one place.
 #include <cstddef>
 #include <optional>
 #include <vector>

@@ -17,7 +17,7 @@ const char* eviction_backend_name(EvictionBackend backend) noexcept;
 EvictionBackend parse_eviction_backend(std::string_view name);
 
 /// The KVBM inactive pool: registered blocks that no request owns, each on its
-/// own page, evicted in the policy's order (spec §4.2). Pages are the handles;
+/// own page, evicted in the policy's order (docs/semantics.md §4.2). Pages are the handles;
 /// every policy is sized once for the G1 capacity.
 class EvictionPolicy {
  public:

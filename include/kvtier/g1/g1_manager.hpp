@@ -98,7 +98,7 @@ class G1Manager {
   /// BlockManager::audit: InvariantError when the backend's state is inconsistent.
   void audit() const { backend_->audit(); }
 
-  // Offload calls (spec §2.1). The native backend answers "no engine, no
+  // Offload calls (docs/semantics.md §2.1). The native backend answers "no engine, no
   // hits, nothing pinned" and refuses attach and swap-in registration.
   void attach_offload_engine(std::shared_ptr<offload::OffloadEngine> engine);
   bool has_offload_engine() const noexcept { return false; }

@@ -30,7 +30,7 @@ struct G1Acquire {
   friend bool operator==(const G1Acquire&, const G1Acquire&) = default;
 };
 
-/// What admitting a sequence costs (spec §3.7).
+/// What admitting a sequence costs (docs/semantics.md §3.7).
 struct PrefillCost {
   std::size_t new_blocks = 0;
   std::size_t new_tokens = 0;
@@ -39,7 +39,7 @@ struct PrefillCost {
   friend bool operator==(const PrefillCost&, const PrefillCost&) = default;
 };
 
-/// The reported block counts of spec §1.4.
+/// The reported block counts of docs/semantics.md §1.4.
 struct G1Metrics {
   std::size_t active_blocks = 0;
   std::size_t active_block_refs = 0;

@@ -8,7 +8,7 @@
 
 namespace kvtier::g1 {
 
-/// The KVBM-style G1 backend with N2 transactional semantics (spec §2.5):
+/// The KVBM-style G1 backend with N2 transactional semantics (docs/semantics.md §2.5):
 /// a registry keyed by positional lineage hash, one canonical page per
 /// registered block with a logical owner count, eager visibility (Stored at
 /// Use time), the Reject duplication policy (a second registration adopts the

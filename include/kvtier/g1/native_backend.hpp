@@ -8,7 +8,7 @@
 
 namespace kvtier::g1 {
 
-/// The vLLM-style G1 backend, generation N1 (spec §2.4): MoveBlock signals per
+/// The vLLM-style G1 backend, generation N1 (docs/semantics.md §2.4): MoveBlock signals per
 /// request owner on a NativeBlockPool. Fresh full blocks are private until
 /// finalize_computed_prefix (computed-only visibility); Stored is published
 /// then, Removed when the last copy of a hash is evicted (before any Stored of

@@ -30,7 +30,7 @@ struct NativeReserveOutcome {
   std::vector<SequenceHash> removed;
 };
 
-/// vLLM's block pool (Dynamo's `VllmBlockPool`, spec §2.2) over physical pages:
+/// vLLM's block pool (Dynamo's `VllmBlockPool`, docs/semantics.md §2.2) over physical pages:
 /// every copy is one page of the G1 slab. Copies are Private (uncached, one
 /// owner) or Cached (hash-addressable, refs + pins); duplicates of a hash are
 /// separate copies in a FIFO whose head is the primary. Cached copies with no
