@@ -19,11 +19,16 @@ const KvLayout& checked(const KvLayout& layout) {
 
 }  // namespace
 
-KvPool::KvPool(Runtime& runtime, KvLayout layout)
-    : runtime_(&runtime),
-      layout_(checked(layout)),
-      slab_(runtime.allocate_device(layout_.slab_bytes())),
-      stream_(runtime.create_stream()) {}
+KvPool::KvPool(Runtime& runtime, KvLayout layout, PoolMemory memory)
+    : runtime_(&runtime), layout_(checked(layout)), memory_(memory), stream_(runtime.create_stream()) {
+  if (memory == PoolMemory::Device) {
+    device_slab_ = runtime.allocate_device(layout_.slab_bytes());
+    base_ = device_slab_.bytes_data();
+  } else {
+    host_slab_ = runtime.allocate_pinned(layout_.slab_bytes());
+    base_ = host_slab_.bytes_data();
+  }
+}
 
 std::byte* KvPool::chunk_address(PageId page, std::uint32_t chunk) const {
   if (page.value() >= capacity() || chunk >= layout_.chunks_per_page()) {

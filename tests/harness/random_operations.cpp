@@ -14,6 +14,12 @@ std::uint64_t chain_hash(std::uint64_t chain, std::uint64_t index) { return chai
 
 RandomOperations::RandomOperations(const TrialConfig& config) : config_(config), rng_(config.seed) {}
 
+std::string RandomOperations::fresh_name(char prefix) {
+  std::string name(1, prefix);  // built in place: GCC 12 warns falsely on "p" + std::to_string
+  name += std::to_string(next_name_++);
+  return name;
+}
+
 RandomOperations::Json RandomOperations::plh(std::uint64_t hash) {
   const std::uint64_t index = hash % 1000;
   Json out;
@@ -90,7 +96,7 @@ RandomOperations::Json RandomOperations::use(const script::ScriptRunner& runner)
     if (!table.empty() && table.back().is_string() && chance(30)) {
       blocks.push_back(table.back());
     } else {
-      blocks.push_back("p" + std::to_string(next_name_++));
+      blocks.push_back(fresh_name('p'));
     }
   }
   op["blocks"] = blocks;
@@ -130,7 +136,7 @@ RandomOperations::Json RandomOperations::promote(const script::ScriptRunner& run
   op["owner"] = owner_label(runner);
   const auto table = table_of(runner, op["owner"].get<std::string>());
   const bool has_partial = !table.empty() && table.back().is_string();
-  op["partial"] = has_partial ? table.back() : Json("p" + std::to_string(next_name_++));
+  op["partial"] = has_partial ? table.back() : Json(fresh_name('p'));
   std::uint64_t hash = chain_hash(pick(kChains), 1 + pick(kChainLength));
   if (table.size() >= 2 && table[table.size() - 2].is_number() && chance(70)) {
     const std::uint64_t parent = table[table.size() - 2].get<std::uint64_t>();
@@ -167,7 +173,7 @@ RandomOperations::Json RandomOperations::finalize(const script::ScriptRunner& ru
 RandomOperations::Json RandomOperations::sequence() {
   Json op;
   op["op"] = "sequence";
-  const std::string id = "s" + std::to_string(next_name_++);
+  const std::string id = fresh_name('s');
   const std::string owner = chance(90) ? "r" + id : one_of(owners_);
   op["id"] = id;
   op["owner"] = owner;
@@ -231,19 +237,19 @@ std::string RandomOperations::next(const script::ScriptRunner& runner) {
     op["sequence"] = sequence_name();
   } else if (roll < 74) {
     op["op"] = "reserve_decode";
-    op["id"] = "d" + std::to_string(next_name_++);
+    op["id"] = fresh_name('d');
     op["count"] = pick(4);
   } else if (roll < 78 && worth_trying(decode_reservations_)) {
     op["op"] = "decode_use";
     op["owner"] = owner_label(runner);
     op["reservation"] = reservation_name(decode_reservations_, "d");
-    op["blocks"] = {"p" + std::to_string(next_name_++)};
+    op["blocks"] = {fresh_name('p')};
   } else if (roll < 80 && worth_trying(decode_reservations_)) {
     op["op"] = "release_decode";
     op["reservation"] = reservation_name(decode_reservations_, "d");
   } else if (roll < 82) {
     op["op"] = "reserve_destination";
-    op["id"] = "t" + std::to_string(next_name_++);
+    op["id"] = fresh_name('t');
     op["sequence"] = sequence_name();
   } else if (roll < 85 && worth_trying(destinations_)) {
     op["op"] = chance(60) ? "activate_destination" : "cancel_destination";

@@ -34,6 +34,8 @@ class RandomOperations {
   static Json plh(std::uint64_t hash);
   /// Mostly an owner that holds blocks now; sometimes any label.
   std::string owner_label(const script::ScriptRunner& runner);
+  /// A name never drawn before: the prefix and a counter.
+  std::string fresh_name(char prefix);
   /// Mostly a live sequence (`generable`: one allocated to its length).
   std::string sequence_name(bool generable = false);
   std::string reservation_name(std::vector<std::string>& names, const char* prefix);

@@ -13,6 +13,7 @@
 #include "kvtier/core/page_pattern.hpp"
 #include "kvtier/memory/block_table_builder.hpp"
 #include "kvtier/memory/kv_pool.hpp"
+#include "kvtier/memory/page_copy_plan.hpp"
 #include "kvtier/memory/runtime.hpp"
 
 namespace kvtier::memory::testing {
@@ -167,6 +168,50 @@ TYPED_TEST_P(RuntimeContract, BatchedDeviceToDeviceCopiesSmallAndLarge) {
   EXPECT_TRUE(holds_pattern(back, 77));
 }
 
+TYPED_TEST_P(RuntimeContract, PagesMoveBetweenLayoutsAndTiersByTheCopyPlan) {
+  // G1 layer-major on the device -> G2 page-major in pinned memory -> back to
+  // other G1 pages: every page keeps its bytes (the offload round trip).
+  const KvGeometry geometry{.layers = 3, .kv_heads = 2, .head_dim = 16, .dtype = KvDtype::Bf16, .tokens_per_block = 4};
+  KvPool g1(this->runtime(), KvLayout(geometry, PageLayout::LayerMajor, 8));
+  KvPool g2(this->runtime(), KvLayout(geometry, PageLayout::PageMajor, 6), PoolMemory::PinnedHost);
+  EXPECT_EQ(g2.memory(), PoolMemory::PinnedHost);
+  const std::vector<PageId> sources{PageId(1), PageId(2), PageId(5)};
+  const std::vector<PageId> staged{PageId(3), PageId(4), PageId(0)};
+  const std::vector<PageId> back{PageId(6), PageId(7), PageId(0)};
+  const std::vector<std::uint64_t> identities{11, 12, 15};
+  g1.fill_pattern(sources, identities);
+  Stream stream = this->runtime().create_stream();
+  const auto out = page_copy_plan(g1, sources, g2, staged);
+  // Layer-major chunks land in page-major pages: one copy per layer per page
+  // (consecutive source pages of a layer are adjacent, their targets are not).
+  EXPECT_EQ(out.size(), 3U * 3U);
+  stream.copy_async(out);
+  stream.synchronize();
+  EXPECT_TRUE(g2.find_pattern_mismatches(staged, identities).empty());
+  stream.copy_async(page_copy_plan(g2, staged, g1, back));
+  stream.synchronize();
+  EXPECT_TRUE(g1.find_pattern_mismatches(back, identities).empty());
+}
+
+TYPED_TEST_P(RuntimeContract, CopyPlanCoalescesRunsAndRefusesMismatches) {
+  const KvGeometry geometry{.layers = 2, .kv_heads = 1, .head_dim = 8, .dtype = KvDtype::Fp32, .tokens_per_block = 2};
+  KvPool a(this->runtime(), KvLayout(geometry, PageLayout::PageMajor, 8));
+  KvPool b(this->runtime(), KvLayout(geometry, PageLayout::PageMajor, 8), PoolMemory::PinnedHost);
+  const std::vector<PageId> run{PageId(2), PageId(3), PageId(4)};
+  const std::vector<PageId> target{PageId(5), PageId(6), PageId(7)};
+  const auto plan = page_copy_plan(a, run, b, target);
+  ASSERT_EQ(plan.size(), 1U);  // three contiguous pages to three contiguous pages
+  EXPECT_EQ(plan[0].bytes, 3 * a.layout().page_bytes());
+  const std::vector<PageId> split{PageId(7), PageId(0), PageId(1)};
+  EXPECT_EQ(page_copy_plan(a, run, b, split).size(), 2U);  // 2 -> 7 alone; 3, 4 -> 0, 1 one copy
+  KvPool other(this->runtime(), KvLayout(KvGeometry{.layers = 1, .kv_heads = 1, .head_dim = 8, .dtype = KvDtype::Fp32,
+                                                    .tokens_per_block = 2},
+                                         PageLayout::PageMajor, 4));
+  EXPECT_THROW(page_copy_plan(a, run, other, std::vector<PageId>{PageId(0), PageId(1), PageId(2)}), ContractError);
+  EXPECT_THROW(page_copy_plan(a, run, b, std::vector<PageId>{PageId(0)}), ContractError);
+  EXPECT_THROW(page_copy_plan(a, std::vector<PageId>{PageId(8)}, b, std::vector<PageId>{PageId(0)}), ContractError);
+}
+
 TYPED_TEST_P(RuntimeContract, EventsCompleteAfterTheWorkBeforeThem) {
   Event never_recorded = this->runtime().create_event();
   EXPECT_EQ(never_recorded.status(), EventStatus::Complete);
@@ -299,6 +344,7 @@ TYPED_TEST_P(RuntimeContract, BlockTableBuilderPacksPaddedRowsWithOneCopyPerStep
 
 REGISTER_TYPED_TEST_SUITE_P(RuntimeContract, AllocatesDistinctBuffersOfTheRequestedSize, WorkOnOneStreamRunsInOrder,
                             AllocationsAreZeroFilled, BatchedDeviceToDeviceCopiesSmallAndLarge,
+                            PagesMoveBetweenLayoutsAndTiersByTheCopyPlan, CopyPlanCoalescesRunsAndRefusesMismatches,
                             CrossStreamWaitOrdersWorkAfterTheRecordedEvent, BatchedCopiesScatterAndGatherPages,
                             EventsCompleteAfterTheWorkBeforeThem, FillWritesTheByteValue,
                             InvalidCopyIsRejectedBeforeAnythingRuns, ImpossibleAllocationThrowsATypedError,

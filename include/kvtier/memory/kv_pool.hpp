@@ -10,20 +10,25 @@
 
 namespace kvtier::memory {
 
-/// One G1 slab on a Runtime, carved into `layout.capacity()` pages. Pages are
+/// Where a pool's slab lives: device memory (the G1 tier) or pinned host
+/// memory (the G2 tier, reachable by the copy engines and mapped for kernels).
+enum class PoolMemory : std::uint8_t { Device, PinnedHost };
+
+/// One slab on a Runtime, carved into `layout.capacity()` pages. Pages are
 /// addressed by PageId; a page is `layout.chunks_per_page()` chunks in the slab.
 /// The pool owns a stream and a pinned staging buffer for its synchronous
 /// pattern helpers, which tests and the CLI use to prove bytes survive moves.
 class KvPool {
  public:
-  /// Allocates the slab; throws on allocation failure (nothing is kept).
-  KvPool(Runtime& runtime, KvLayout layout);
+  /// Allocates the slab (zero-filled); throws on allocation failure (nothing is kept).
+  KvPool(Runtime& runtime, KvLayout layout, PoolMemory memory = PoolMemory::Device);
 
   const KvLayout& layout() const noexcept { return layout_; }
   std::uint32_t capacity() const noexcept { return layout_.capacity(); }
   Runtime& runtime() const noexcept { return *runtime_; }
-  /// Base of the slab (device memory on CUDA).
-  std::byte* slab() const noexcept { return slab_.bytes_data(); }
+  PoolMemory memory() const noexcept { return memory_; }
+  /// Base of the slab (device memory on CUDA for a Device pool).
+  std::byte* slab() const noexcept { return base_; }
   /// Device address of one chunk of a page; throws ContractError when out of range.
   std::byte* chunk_address(PageId page, std::uint32_t chunk) const;
 
@@ -42,7 +47,10 @@ class KvPool {
 
   Runtime* runtime_;
   KvLayout layout_;
-  DeviceBuffer slab_;
+  PoolMemory memory_;
+  DeviceBuffer device_slab_;  // one of the two holds the slab
+  PinnedBuffer host_slab_;
+  std::byte* base_ = nullptr;
   Stream stream_;
   PinnedBuffer staging_;
 };
