@@ -135,23 +135,4 @@ void G1Manager::cancel_destination(DestinationReservation&& reservation) {
   backend_->cancel_destination(reservation.id);
 }
 
-void G1Manager::attach_offload_engine(std::shared_ptr<offload::OffloadEngine> /*engine*/) {
-  throw ContractError("the native G1 backend cannot attach an offload engine");
-}
-
-std::optional<G1PrefixPins> G1Manager::try_pin_g1_prefix(std::span<const PositionalLineageHash> /*plhs*/) {
-  return std::nullopt;
-}
-
-SwapInStart G1Manager::try_batch_swap_in(std::span<const PositionalLineageHash> /*plhs*/,
-                                         std::optional<G1PrefixPins> /*prefix_pins*/, double /*now_ms*/) {
-  return SwapInStart{};
-}
-
-bool G1Manager::cancel_swap_in(std::uint64_t /*swap_in_id*/) { return false; }
-
-void G1Manager::register_completed_swap_in(std::uint64_t /*swap_in_id*/) {
-  throw ContractError("the native G1 backend cannot register a swap-in");
-}
-
 }  // namespace kvtier::g1

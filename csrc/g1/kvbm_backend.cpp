@@ -83,7 +83,8 @@ std::size_t KvbmBackend::obtainable(std::span<const std::uint32_t> resurrecting)
   return free_count_ + policy_->size() - distinct;
 }
 
-std::vector<std::uint32_t> KvbmBackend::take_pages(std::size_t count, std::vector<SequenceHash>& removed) {
+std::vector<std::uint32_t> KvbmBackend::take_pages(std::size_t count, std::vector<SequenceHash>& removed,
+                                                   std::vector<EvictedBlock>& victims) {
   std::vector<std::uint32_t> taken;
   taken.reserve(count);
   while (taken.size() < count) {
@@ -94,7 +95,17 @@ std::vector<std::uint32_t> KvbmBackend::take_pages(std::size_t count, std::vecto
       --free_count_;
     } else {
       page = policy_->evict().value().value();
-      removed.emplace_back(pages_[page].hash);
+      const Page& p = pages_[page];
+      removed.emplace_back(p.hash);
+      if (tier_ != nullptr) {
+        TieredBlock block{.plh = p.plh,
+                          .hash = SequenceHash(p.hash),
+                          .parent = (p.flags & kHasParent) ? std::optional<SequenceHash>(SequenceHash(p.parent)) : std::nullopt,
+                          .local = LocalBlockHash(p.local),
+                          .token_ids = std::nullopt};
+        if (p.flags & kHasTokenIds) block.token_ids = std::move(token_ids_.at(page));
+        victims.push_back(EvictedBlock{PageId(page), std::move(block)});
+      }
       unregister(page);
     }
     pages_[page] = Page{};
@@ -102,6 +113,44 @@ std::vector<std::uint32_t> KvbmBackend::take_pages(std::size_t count, std::vecto
     taken.push_back(page);
   }
   return taken;
+}
+
+std::optional<std::uint64_t> KvbmBackend::hand_off(std::vector<std::uint32_t>& slots,
+                                                    std::vector<EvictedBlock>& victims) {
+  if (victims.empty()) return std::nullopt;
+  const SwapOutTicket ticket = tier_->swap_out(victims);
+  if (ticket.quarantined.empty()) return std::nullopt;  // RetryNow: the victims' pages are usable now
+  for (const PageId page : ticket.quarantined) {
+    KVTIER_ASSERT(page.value() < capacity_ && pages_[page.value()].state == PageState::Held &&
+                      std::find(slots.begin(), slots.end(), page.value()) != slots.end(),
+                  "the offload tier quarantined page " + std::to_string(page.value()) + ", which this eviction did not take");
+    pages_[page.value()].state = PageState::Quarantined;
+    ++quarantined_;
+  }
+  for (const std::uint32_t slot : slots) {
+    if (pages_[slot].state != PageState::Quarantined) return_page(slot);
+  }
+  slots.clear();
+  return ticket.transfer;
+}
+
+G1Acquire KvbmBackend::blocked_on(std::uint64_t transfer) const {
+  return G1Acquire{.kind = G1Acquire::Kind::BlockedOnOffload,
+                   .count = 0,
+                   .offload_id = transfer,
+                   .deadline_ms = tier_->earliest_deadline_ms().value_or(0.0)};
+}
+
+void KvbmBackend::unpin_pages(std::span<const std::uint32_t> pages) {
+  std::vector<PositionalLineageHash> going_inactive;
+  for (auto page = pages.rbegin(); page != pages.rend(); ++page) {
+    if (pages_[*page].pins == 1 && pages_[*page].refs == 0) going_inactive.push_back(pages_[*page].plh);
+  }
+  policy_->check_insertable(going_inactive);
+  for (auto page = pages.rbegin(); page != pages.rend(); ++page) {
+    Page& p = pages_[*page];
+    if (--p.pins == 0 && p.refs == 0) policy_->insert(PageId(*page), p.plh);  // leaf first
+  }
 }
 
 std::uint32_t KvbmBackend::register_block(std::uint32_t page, const PositionalLineageHash& plh, SequenceHash hash,
@@ -253,7 +302,19 @@ G1Acquire KvbmBackend::use(OwnerId owner, const UseSignal& signal, std::vector<s
     slots.assign(decode_slots->end() - static_cast<std::ptrdiff_t>(fresh), decode_slots->end());
     decode_slots->resize(decode_slots->size() - fresh);
   } else {
-    slots = take_pages(fresh, removed);
+    std::vector<EvictedBlock> victims;
+    slots = take_pages(fresh, removed, victims);
+    if (const auto transfer = hand_off(slots, victims)) {
+      // Not committed (docs/semantics.md §5.3): the matches go back to the
+      // inactive pool, leaf first; only the evictions happened.
+      for (std::size_t i = classes.size(); i-- > 0;) {
+        const std::uint32_t page = classes[i].page;
+        if (classes[i].kind != Kind::Matched || policy_->contains(PageId(page))) continue;
+        if (pages_[page].refs == 0 && pages_[page].pins == 0) policy_->insert(PageId(page), pages_[page].plh);
+      }
+      publisher_.publish_removed(StorageTier::Device, KvRemoved{std::move(removed)});
+      return blocked_on(*transfer);
+    }
   }
 
   OwnerTable& owned = tables_[owner];
@@ -421,8 +482,11 @@ PrefillCost KvbmBackend::prefill_cost(const ActiveSequence& sequence) const {
 std::optional<std::uint64_t> KvbmBackend::reserve_decode_blocks(std::size_t blocks) {
   if (blocks > obtainable({})) return std::nullopt;
   std::vector<SequenceHash> removed;
-  auto slots = take_pages(blocks, removed);
+  std::vector<EvictedBlock> victims;
+  auto slots = take_pages(blocks, removed, victims);
+  const auto blocked = hand_off(slots, victims);
   publisher_.publish_removed(StorageTier::Device, KvRemoved{std::move(removed)});
+  if (blocked) return std::nullopt;  // not now: the evictions wait for their copies
   const std::uint64_t id = next_reservation_id_++;
   decode_reservations_.emplace(id, std::move(slots));
   return id;
@@ -478,8 +542,14 @@ std::optional<BlockManager::DestinationGrant> KvbmBackend::reserve_destination(O
     ++pages_[page].pins;
   }
   std::vector<SequenceHash> removed;
-  d.slots = take_pages(fresh, removed);
+  std::vector<EvictedBlock> victims;
+  d.slots = take_pages(fresh, removed, victims);
+  const auto blocked = hand_off(d.slots, victims);
   publisher_.publish_removed(StorageTier::Device, KvRemoved{std::move(removed)});
+  if (blocked) {
+    unpin_pages(d.prefix_pages);
+    return std::nullopt;
+  }
   const std::uint64_t id = next_reservation_id_++;
   const std::size_t transferable = fresh * block_size_;
   destinations_.emplace(id, std::move(d));
@@ -529,15 +599,7 @@ void KvbmBackend::activate_destination(std::uint64_t reservation) {
 void KvbmBackend::cancel_destination(std::uint64_t reservation) {
   const auto it = detail::find_reservation(destinations_, reservation, "destination");
   Destination& d = it->second;
-  std::vector<PositionalLineageHash> going_inactive;
-  for (auto page = d.prefix_pages.rbegin(); page != d.prefix_pages.rend(); ++page) {
-    if (pages_[*page].pins == 1 && pages_[*page].refs == 0) going_inactive.push_back(pages_[*page].plh);
-  }
-  policy_->check_insertable(going_inactive);
-  for (auto page = d.prefix_pages.rbegin(); page != d.prefix_pages.rend(); ++page) {
-    Page& p = pages_[*page];
-    if (--p.pins == 0 && p.refs == 0) policy_->insert(PageId(*page), p.plh);  // leaf first
-  }
+  unpin_pages(d.prefix_pages);
   for (std::uint32_t slot : d.slots) return_page(slot);
   destinations_.erase(it);
 }
@@ -564,6 +626,112 @@ std::size_t KvbmBackend::metadata_bytes() const {
              owned.blocks.capacity() * sizeof(UniqueBlock);
   }
   return bytes;
+}
+
+void KvbmBackend::attach_offload(OffloadTier* tier) {
+  if (tier_ != nullptr) throw ContractError("an offload tier is attached already");
+  tier_ = tier;
+}
+
+void KvbmBackend::release_quarantined(std::span<const PageId> pages) {
+  for (const PageId page : pages) {
+    KVTIER_ASSERT(page.value() < capacity_ && pages_[page.value()].state == PageState::Quarantined,
+                  "page " + std::to_string(page.value()) + " is released from quarantine but is not quarantined");
+  }
+  for (const PageId page : pages) {
+    return_page(page.value());
+    --quarantined_;
+  }
+}
+
+std::optional<std::uint64_t> KvbmBackend::pin_prefix(std::span<const PositionalLineageHash> plhs) {
+  std::vector<std::uint32_t> pages;
+  pages.reserve(plhs.size());
+  for (const PositionalLineageHash& plh : plhs) {
+    const std::uint32_t page = registered_page(plh);
+    if (page == kNone) return std::nullopt;  // all or nothing: the prefix stops here
+    if (pages_[page].pins == 0xFFFF) throw ContractError("too many reservations pin page " + std::to_string(page));
+    pages.push_back(page);
+  }
+  for (const std::uint32_t page : pages) {
+    if (policy_->contains(PageId(page))) policy_->remove(PageId(page));
+    policy_->touch(pages_[page].plh);
+    ++pages_[page].pins;
+  }
+  const std::uint64_t id = next_reservation_id_++;
+  prefix_pins_.emplace(id, std::move(pages));
+  return id;
+}
+
+void KvbmBackend::release_pins(std::uint64_t pins) {
+  const auto it = detail::find_reservation(prefix_pins_, pins, "prefix pin");
+  unpin_pages(it->second);
+  prefix_pins_.erase(it);
+}
+
+BlockManager::SlotGrant KvbmBackend::reserve_slots(std::size_t count) {
+  if (count > obtainable({})) return SlotGrant{G1Acquire::capacity_exhausted(), 0};
+  std::vector<SequenceHash> removed;
+  std::vector<EvictedBlock> victims;
+  auto slots = take_pages(count, removed, victims);
+  const auto blocked = hand_off(slots, victims);
+  publisher_.publish_removed(StorageTier::Device, KvRemoved{std::move(removed)});
+  if (blocked) return SlotGrant{blocked_on(*blocked), 0};
+  const std::uint64_t id = next_reservation_id_++;
+  swap_in_slots_.emplace(id, std::vector<PageId>(slots.begin(), slots.end()));
+  return SlotGrant{G1Acquire::ready(count), id};
+}
+
+std::span<const PageId> KvbmBackend::reserved_slots(std::uint64_t slots) const {
+  const auto it = swap_in_slots_.find(slots);
+  if (it == swap_in_slots_.end()) throw ContractError("unknown slot reservation " + std::to_string(slots));
+  return it->second;
+}
+
+void KvbmBackend::release_slots(std::uint64_t slots) {
+  const auto it = detail::find_reservation(swap_in_slots_, slots, "slot");
+  for (const PageId page : it->second) return_page(page.value());
+  swap_in_slots_.erase(it);
+}
+
+std::size_t KvbmBackend::register_swapped_in(std::uint64_t slots, std::span<const TieredBlock> blocks) {
+  const auto it = detail::find_reservation(swap_in_slots_, slots, "slot");
+  const std::vector<PageId>& reserved = it->second;
+  if (blocks.size() > reserved.size()) throw ContractError("more swapped-in blocks than reserved slots");
+  // Which blocks become new inactive blocks, checked before anything changes.
+  std::vector<bool> fresh(blocks.size(), false);
+  std::vector<PositionalLineageHash> inserting;
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    const std::uint32_t active = by_hash_.find(blocks[i].hash.value());
+    fresh[i] = registered_page(blocks[i].plh) == kNone && (active == kNone || pages_[active].refs == 0) &&
+               std::find_if(blocks.begin(), blocks.begin() + static_cast<std::ptrdiff_t>(i),
+                            [&](const TieredBlock& b) { return b.plh == blocks[i].plh; }) ==
+                   blocks.begin() + static_cast<std::ptrdiff_t>(i);
+    if (fresh[i]) inserting.push_back(blocks[i].plh);
+  }
+  std::reverse(inserting.begin(), inserting.end());
+  policy_->check_insertable(inserting);
+  StoredRuns runs(publisher_);
+  std::vector<std::uint32_t> registered;
+  for (std::size_t i = 0; i < reserved.size(); ++i) {
+    const std::uint32_t slot = reserved[i].value();
+    if (i >= blocks.size() || !fresh[i]) {
+      return_page(slot);
+      runs.gap();  // a block G1 holds already ends the run and parents the next (§5.5)
+      continue;
+    }
+    const TieredBlock& b = blocks[i];
+    const std::vector<TokenId>* ids = b.token_ids ? &*b.token_ids : nullptr;
+    register_block(slot, b.plh, b.hash, b.parent, b.local, ids);
+    runs.add(b.parent, b.hash, b.local.value(), ids);
+    registered.push_back(slot);
+  }
+  runs.gap();
+  for (auto page = registered.rbegin(); page != registered.rend(); ++page) {
+    policy_->insert(PageId(*page), pages_[*page].plh);  // inactive, leaf first
+  }
+  swap_in_slots_.erase(it);
+  return registered.size();
 }
 
 void KvbmBackend::audit() const {
@@ -600,10 +768,15 @@ void KvbmBackend::audit() const {
   std::size_t held = 0;
   for (const auto& entry : decode_reservations_) held += entry.second.size();
   for (const auto& entry : destinations_) held += entry.second.slots.size();
+  for (const auto& entry : swap_in_slots_) held += entry.second.size();
   std::vector<std::uint32_t> pins(capacity_, 0);
   for (const auto& entry : destinations_) {
     for (std::uint32_t page : entry.second.prefix_pages) ++pins[page];
   }
+  for (const auto& entry : prefix_pins_) {
+    for (std::uint32_t page : entry.second) ++pins[page];
+  }
+  std::size_t quarantined_pages = 0;
   std::size_t partial_pages = 0;
   std::size_t held_pages = 0;
   std::size_t refs = 0;
@@ -620,6 +793,10 @@ void KvbmBackend::audit() const {
         ++held_pages;
         KVTIER_ASSERT(uses[page] == 0, at + "a table holds a reserved slot");
         break;
+      case PageState::Quarantined:
+        ++quarantined_pages;
+        KVTIER_ASSERT(uses[page] == 0, at + "a table holds a quarantined page");
+        break;
       case PageState::Partial:
         ++partial_pages;
         KVTIER_ASSERT(uses[page] == 1, at + "a partial page has other than one table entry");
@@ -627,7 +804,7 @@ void KvbmBackend::audit() const {
       case PageState::Registered:
         refs += p.refs;
         KVTIER_ASSERT(p.refs == uses[page], at + "references differ from table entries");
-        KVTIER_ASSERT(p.pins == pins[page], at + "pins differ from the destination reservations");
+        KVTIER_ASSERT(p.pins == pins[page], at + "pins differ from the destination reservations and prefix pins");
         KVTIER_ASSERT(registry_.find(p.plh) == page, at + "a registered page is missing from the registry");
         KVTIER_ASSERT(policy_->contains(PageId(page)) == (p.refs == 0 && p.pins == 0),
                       at + "a registered page is in the inactive pool iff unheld");
@@ -636,6 +813,7 @@ void KvbmBackend::audit() const {
     }
   }
   KVTIER_ASSERT(held_pages == held, "reserved slots differ from the reservations");
+  KVTIER_ASSERT(quarantined_pages == quarantined_, "quarantined pages differ from their count");
   KVTIER_ASSERT(partial_pages == partials_.size(), "partial pages differ from the partial records");
   KVTIER_ASSERT(refs == full_refs_, "full references differ from the registered pages' counts");
   KVTIER_ASSERT(entries == partials_.size() + full_refs_, "active references differ from the table entries");

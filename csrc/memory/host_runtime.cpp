@@ -149,7 +149,7 @@ class HostStream final : public detail::StreamBackend {
   void record(detail::EventBackend& event) override {
     auto state = host_event(event).state();
     const std::uint64_t generation = state->begin_record();
-    enqueue([this, state, generation] { state->complete(generation, failure_); });
+    enqueue([this, state, generation] { state->complete(generation, std::exchange(failure_since_record_, std::nullopt)); });
   }
 
   void wait(const detail::EventBackend& event) override {
@@ -170,6 +170,7 @@ class HostStream final : public detail::StreamBackend {
 
  private:
   void fail(std::string message) {
+    if (!failure_since_record_) failure_since_record_ = message;
     if (!failure_) failure_ = std::move(message);
   }
 
@@ -200,7 +201,10 @@ class HostStream final : public detail::StreamBackend {
   std::condition_variable wake_;
   std::deque<std::function<void()>> queue_;
   bool stopping_ = false;
-  std::optional<std::string> failure_;
+  std::optional<std::string> failure_;  // since the last synchronize
+  // Since the last record: an event fails only for the work between its
+  // record and the one before, so one failed transfer does not fail the next.
+  std::optional<std::string> failure_since_record_;
   std::thread worker_;  // last: starts after every other member exists
 };
 

@@ -55,6 +55,24 @@ TEST_F(HostRuntimeFaults, NthCopyFailsAsynchronouslyAndSurfacesThroughEventsAndS
   EXPECT_NO_THROW(stream.synchronize());
 }
 
+TEST_F(HostRuntimeFaults, AFailedCopyFailsOnlyTheEventRecordedAfterIt) {
+  PinnedBuffer a = patterned(1), b = patterned(2);
+  PinnedBuffer out_a = runtime_.allocate_pinned(4096), out_b = runtime_.allocate_pinned(4096);
+  runtime_.inject_faults({.fail_copy_number = 1});
+  Stream stream = runtime_.create_stream();
+  Event first = runtime_.create_event();
+  Event second = runtime_.create_event();
+  stream.copy_async({a.data(), out_a.data(), 4096});
+  stream.record(first);
+  stream.copy_async({b.data(), out_b.data(), 4096});
+  stream.record(second);
+  EXPECT_THROW(first.synchronize(), TransferError);
+  EXPECT_NO_THROW(second.synchronize());  // its own copy succeeded
+  EXPECT_TRUE(holds(out_b, 2));
+  EXPECT_THROW(stream.synchronize(), TransferError);  // the stream still reports it once
+  EXPECT_NO_THROW(stream.synchronize());
+}
+
 TEST_F(HostRuntimeFaults, FailureFlowsAcrossACrossStreamWait) {
   PinnedBuffer a = patterned(1);
   PinnedBuffer out = runtime_.allocate_pinned(4096);

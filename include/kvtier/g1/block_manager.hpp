@@ -7,7 +7,9 @@
 
 #include "kvtier/core/active_sequence.hpp"
 #include "kvtier/core/move_block.hpp"
+#include "kvtier/core/errors.hpp"
 #include "kvtier/g1/g1_types.hpp"
+#include "kvtier/g1/offload_tier.hpp"
 
 namespace kvtier::g1 {
 
@@ -53,6 +55,36 @@ class BlockManager {
   /// and the counts agree — and throws InvariantError naming the first broken
   /// one. O(pages + table entries): for tests and the operation harness.
   virtual void audit() const = 0;
+
+  // Offload (docs/offload.md). The defaults are a backend without a tier:
+  // nothing is quarantined, and every call that needs a tier is refused.
+  /// From now on, eviction of a registered block hands it to `tier`
+  /// (docs/semantics.md §5.2); an allocation whose victims went to a copy does
+  /// not commit and answers BlockedOnOffload (§5.3).
+  virtual void attach_offload(OffloadTier* /*tier*/) { throw ContractError("this G1 backend cannot attach an offload tier"); }
+  /// The copies reading these quarantined pages have stopped: free them.
+  virtual void release_quarantined(std::span<const PageId> /*pages*/) { no_tier(); }
+  virtual std::size_t quarantined() const { return 0; }
+  /// Pins the registered blocks `plhs` (all of them, or nothing: nullopt).
+  virtual std::optional<std::uint64_t> pin_prefix(std::span<const PositionalLineageHash> /*plhs*/) { no_tier(); }
+  virtual void release_pins(std::uint64_t /*pins*/) { no_tier(); }
+  /// Fresh pages for a swap-in's destination. Ready: `id` names them.
+  struct SlotGrant {
+    G1Acquire acquire;
+    std::uint64_t id = 0;
+  };
+  virtual SlotGrant reserve_slots(std::size_t /*count*/) { no_tier(); }
+  virtual std::span<const PageId> reserved_slots(std::uint64_t /*slots*/) const { no_tier(); }
+  virtual void release_slots(std::uint64_t /*slots*/) { no_tier(); }
+  /// Registers blocks[i] on reserved slot i as an inactive G1 block (one
+  /// already registered keeps its page and the slot is freed), publishes the
+  /// Device Stored runs and frees the unused slots; returns how many it registered.
+  virtual std::size_t register_swapped_in(std::uint64_t /*slots*/, std::span<const TieredBlock> /*blocks*/) {
+    no_tier();
+  }
+
+ private:
+  [[noreturn]] static void no_tier() { throw ContractError("this G1 backend has no offload tier"); }
 };
 
 }  // namespace kvtier::g1

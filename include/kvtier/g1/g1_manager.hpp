@@ -8,10 +8,8 @@
 #include "kvtier/core/kv_event_publisher.hpp"
 #include "kvtier/g1/block_manager.hpp"
 #include "kvtier/g1/eviction_policy.hpp"
-
-namespace kvtier::offload {
-class OffloadEngine;
-}
+#include "kvtier/g1/offload_tier.hpp"
+#include <unordered_map>
 
 namespace kvtier::g1 {
 
@@ -26,15 +24,28 @@ struct G1ManagerConfig {
   EvictionBackend eviction = EvictionBackend::Lineage;
 };
 
-/// Swap-in answers of the offload calls (served only by the KVBM backend).
+/// Swap-in answers of the offload calls (docs/semantics.md §5.5).
 enum class SwapInStatus : std::uint8_t { NoHits, Scheduled, BlockedOnG1Offload };
 struct SwapInStart {
   SwapInStatus status = SwapInStatus::NoHits;
-  std::uint64_t swap_in_id = 0;
+  std::uint64_t swap_in_id = 0;  // Scheduled
+  std::size_t count = 0;         // Scheduled: blocks being copied in
+  std::uint64_t offload_id = 0;  // BlockedOnG1Offload: the swap-out to wait for
 };
+/// A pinned G1 prefix (try_pin_g1_prefix); an empty prefix pins nothing (id 0).
 struct G1PrefixPins {
   std::uint64_t id = 0;
   std::size_t blocks = 0;
+};
+struct SwapInRegistration {
+  bool failed = false;          // the copy failed or was refused: nothing registered
+  std::size_t registered = 0;   // new inactive G1 blocks
+};
+/// The offload tier's counters plus the G1 pages its copies still read.
+struct OffloadStats {
+  TierStats tier;
+  std::size_t quarantined = 0;
+  std::size_t swap_ins = 0;  // scheduled, not yet registered or reaped
 };
 
 /// Dynamo's `G1Manager` facade (generation N1): forwards every operation to
@@ -98,16 +109,32 @@ class G1Manager {
   /// BlockManager::audit: InvariantError when the backend's state is inconsistent.
   void audit() const { backend_->audit(); }
 
-  // Offload calls (docs/semantics.md §2.1). The native backend answers "no engine, no
-  // hits, nothing pinned" and refuses attach and swap-in registration.
-  void attach_offload_engine(std::shared_ptr<offload::OffloadEngine> engine);
-  bool has_offload_engine() const noexcept { return false; }
-  std::optional<double> earliest_offload_deadline() const noexcept { return std::nullopt; }
+  // Offload calls (docs/semantics.md §5, docs/offload.md). Without a tier they
+  // answer "no engine, no hits"; a native manager refuses attach (for now).
+  void attach_offload_engine(std::shared_ptr<OffloadTier> engine);
+  bool has_offload_engine() const noexcept { return tier_ != nullptr; }
+  std::optional<double> earliest_offload_deadline() const;
+  /// The spec's tick with real copies: collects the transfers that ended
+  /// (with `wait`, every one in flight), applies them, releases their
+  /// quarantined G1 pages and reaps cancelled swap-ins whose copy stopped.
+  TierProgress collect_offloads(bool wait = false);
+  OffloadStats offload_stats() const;
+  bool is_host_cached(SequenceHash hash) const { return tier_ != nullptr && tier_->is_resident(hash); }
+
+  /// All of `plhs` registered in G1 (active or inactive) are pinned, or none
+  /// (nullopt). An empty prefix pins nothing.
   std::optional<G1PrefixPins> try_pin_g1_prefix(std::span<const PositionalLineageHash> plhs);
+  void release_g1_prefix_pins(G1PrefixPins&& pins);
+  /// Starts copying the tier-resident prefix of `plhs` into fresh G1 pages.
+  /// The pins are consumed: a scheduled swap-in keeps them until it is
+  /// registered or reaped, every other answer releases them.
   SwapInStart try_batch_swap_in(std::span<const PositionalLineageHash> plhs, std::optional<G1PrefixPins> prefix_pins,
-                                double now_ms);
+                                double now_ms = 0.0);
+  /// true if `swap_in_id` was a live swap-in; its pages are released once its copy has stopped.
   bool cancel_swap_in(std::uint64_t swap_in_id);
-  void register_completed_swap_in(std::uint64_t swap_in_id);
+  /// Waits for the swap-in's copy, then registers its blocks as inactive G1
+  /// blocks (Device Stored, parent = the block before them) and drops its pins.
+  SwapInRegistration register_completed_swap_in(std::uint64_t swap_in_id);
 
  private:
   void check_handle(std::uint64_t manager, G1Backend backend, const char* what) const;
@@ -119,6 +146,16 @@ class G1Manager {
   std::uint64_t id_;
   std::unique_ptr<KvEventPublisher> publisher_;  // on the heap: the backend keeps a reference across moves
   std::unique_ptr<BlockManager> backend_;
+  struct SwapInLease {
+    std::uint64_t slots = 0;
+    std::uint64_t pins = 0;  // 0: none
+    std::vector<TieredBlock> blocks;
+    bool cancelled = false;
+  };
+  void release_lease(const SwapInLease& lease);
+  void reap_cancelled_swap_ins();
+  std::shared_ptr<OffloadTier> tier_;
+  std::unordered_map<std::uint64_t, SwapInLease> swap_ins_;  // by transfer id
 };
 
 }  // namespace kvtier::g1

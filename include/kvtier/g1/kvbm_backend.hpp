@@ -39,13 +39,24 @@ class KvbmBackend final : public BlockManager {
   std::size_t metadata_bytes() const override;
   void audit() const override;
 
+  void attach_offload(OffloadTier* tier) override;
+  void release_quarantined(std::span<const PageId> pages) override;
+  std::size_t quarantined() const override { return quarantined_; }
+  std::optional<std::uint64_t> pin_prefix(std::span<const PositionalLineageHash> plhs) override;
+  void release_pins(std::uint64_t pins) override;
+  SlotGrant reserve_slots(std::size_t count) override;
+  std::span<const PageId> reserved_slots(std::uint64_t slots) const override;
+  void release_slots(std::uint64_t slots) override;
+  std::size_t register_swapped_in(std::uint64_t slots, std::span<const TieredBlock> blocks) override;
+
   /// The registered block's logical owner count (0 when inactive or unknown).
   std::uint32_t logical_refs(SequenceHash hash) const;
   const EvictionPolicy& eviction_policy() const noexcept { return *policy_; }
 
  private:
   static constexpr std::uint32_t kNone = 0xFFFFFFFFU;
-  enum class PageState : std::uint8_t { Reset, Held, Partial, Registered };
+  /// Quarantined: evicted, and a swap-out copy still reads it (docs/offload.md).
+  enum class PageState : std::uint8_t { Reset, Held, Partial, Registered, Quarantined };
   /// One physical page. Registered pages carry their block's metadata (the
   /// registry entry); `refs` are logical owners, `pins` reservation holds.
   struct Page {
@@ -103,7 +114,16 @@ class KvbmBackend final : public BlockManager {
   std::size_t obtainable(std::span<const std::uint32_t> resurrecting) const;
   /// Takes `count` pages, reset ones first, then victims; appends evicted
   /// registered hashes to `removed`. Precondition: obtainable >= count.
-  std::vector<std::uint32_t> take_pages(std::size_t count, std::vector<SequenceHash>& removed);
+  std::vector<std::uint32_t> take_pages(std::size_t count, std::vector<SequenceHash>& removed,
+                                       std::vector<EvictedBlock>& victims);
+  /// Hands the registered victims of take_pages to the offload tier. When a
+  /// copy now reads some of them they are quarantined, every other taken page
+  /// is freed and the answer is the blocking transfer (§5.3); otherwise
+  /// (no tier, or all filtered: the spec's RetryNow) `slots` stay usable.
+  std::optional<std::uint64_t> hand_off(std::vector<std::uint32_t>& slots, std::vector<EvictedBlock>& victims);
+  G1Acquire blocked_on(std::uint64_t transfer) const;
+  /// Drops one pin from each page, leaf (last) first; unheld pages go inactive.
+  void unpin_pages(std::span<const std::uint32_t> pages);
   /// Back to the reset pool; InvariantError when the page is free already.
   void return_page(std::uint32_t page);
   void push_free(std::uint32_t page) noexcept;
@@ -139,6 +159,10 @@ class KvbmBackend final : public BlockManager {
   std::unordered_map<std::uint64_t, std::vector<std::uint32_t>> decode_reservations_;
   std::unordered_map<std::uint64_t, Destination> destinations_;
   std::uint64_t next_reservation_id_ = 1;
+  OffloadTier* tier_ = nullptr;
+  std::uint32_t quarantined_ = 0;
+  std::unordered_map<std::uint64_t, std::vector<std::uint32_t>> prefix_pins_;
+  std::unordered_map<std::uint64_t, std::vector<PageId>> swap_in_slots_;
 };
 
 }  // namespace kvtier::g1

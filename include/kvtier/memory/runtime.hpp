@@ -93,7 +93,10 @@ class StreamBackend {
 
 /// A completion marker. Recording it on a stream makes it pending until all
 /// work enqueued on that stream before the record has run. An event never
-/// recorded is Complete. If any of that work failed the event is Failed.
+/// recorded is Complete. If any of that work failed the event is Failed: on
+/// HostRuntime only work since the previous record on that stream counts, so
+/// each transfer bracketed by its own record fails alone; CUDA's asynchronous
+/// errors are sticky and fail every later event.
 class Event {
  public:
   explicit Event(std::unique_ptr<detail::EventBackend> backend) : backend_(std::move(backend)) {}

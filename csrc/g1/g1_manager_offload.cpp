@@ -1,0 +1,138 @@
+// The facade's offload calls (docs/semantics.md §5.2–5.5, docs/offload.md): the
+// swap-in lifecycle over the backend's pins and slots and the tier's copies.
+#include <string>
+
+#include "kvtier/core/errors.hpp"
+#include "kvtier/g1/g1_manager.hpp"
+
+namespace kvtier::g1 {
+
+void G1Manager::attach_offload_engine(std::shared_ptr<OffloadTier> engine) {
+  if (!engine) throw ContractError("attach_offload_engine needs an engine");
+  if (tier_) throw ContractError("an offload engine is attached already");
+  backend_->attach_offload(engine.get());  // the native backend refuses here
+  engine->bind(*publisher_);
+  tier_ = std::move(engine);
+}
+
+std::optional<double> G1Manager::earliest_offload_deadline() const {
+  return tier_ ? tier_->earliest_deadline_ms() : std::nullopt;
+}
+
+TierProgress G1Manager::collect_offloads(bool wait) {
+  if (!tier_) return {};
+  TierProgress progress = tier_->poll(wait);
+  backend_->release_quarantined(progress.released);
+  reap_cancelled_swap_ins();
+  return progress;
+}
+
+OffloadStats G1Manager::offload_stats() const {
+  OffloadStats stats;
+  if (tier_) stats.tier = tier_->stats();
+  stats.quarantined = backend_->quarantined();
+  stats.swap_ins = swap_ins_.size();
+  return stats;
+}
+
+std::optional<G1PrefixPins> G1Manager::try_pin_g1_prefix(std::span<const PositionalLineageHash> plhs) {
+  if (!tier_) return std::nullopt;  // no engine: nothing to swap in behind a pin
+  if (plhs.empty()) return G1PrefixPins{};
+  const auto id = backend_->pin_prefix(plhs);
+  if (!id) return std::nullopt;
+  return G1PrefixPins{.id = *id, .blocks = plhs.size()};
+}
+
+void G1Manager::release_g1_prefix_pins(G1PrefixPins&& pins) {
+  if (pins.id != 0) backend_->release_pins(pins.id);
+}
+
+SwapInStart G1Manager::try_batch_swap_in(std::span<const PositionalLineageHash> plhs,
+                                         std::optional<G1PrefixPins> prefix_pins, double /*now_ms*/) {
+  const std::uint64_t pins = prefix_pins ? prefix_pins->id : 0;
+  const auto drop_pins = [&] {
+    if (pins != 0) backend_->release_pins(pins);
+  };
+  const std::size_t count = tier_ ? tier_->resident_prefix(plhs) : 0;
+  if (count == 0) {
+    drop_pins();
+    return {};
+  }
+  const BlockManager::SlotGrant grant = backend_->reserve_slots(count);
+  if (grant.acquire.kind == G1Acquire::Kind::BlockedOnOffload) {
+    drop_pins();
+    return SwapInStart{.status = SwapInStatus::BlockedOnG1Offload, .offload_id = grant.acquire.offload_id};
+  }
+  if (!grant.acquire.is_ready()) {
+    drop_pins();
+    return {};
+  }
+  SwapInCopy copy;
+  try {
+    copy = tier_->start_swap_in(plhs.first(count), backend_->reserved_slots(grant.id));
+  } catch (...) {
+    backend_->release_slots(grant.id);
+    drop_pins();
+    throw;
+  }
+  if (copy.blocks.empty()) {  // integrity checking rejected the first block
+    backend_->release_slots(grant.id);
+    drop_pins();
+    return {};
+  }
+  const std::size_t copied = copy.blocks.size();
+  swap_ins_.emplace(copy.transfer, SwapInLease{.slots = grant.id, .pins = pins, .blocks = std::move(copy.blocks)});
+  return SwapInStart{.status = SwapInStatus::Scheduled, .swap_in_id = copy.transfer, .count = copied};
+}
+
+bool G1Manager::cancel_swap_in(std::uint64_t swap_in_id) {
+  const auto it = swap_ins_.find(swap_in_id);
+  if (it == swap_ins_.end() || it->second.cancelled) return false;
+  it->second.cancelled = true;
+  reap_cancelled_swap_ins();  // at once when its copy has stopped already
+  return true;
+}
+
+void G1Manager::release_lease(const SwapInLease& lease) {
+  backend_->release_slots(lease.slots);
+  if (lease.pins != 0) backend_->release_pins(lease.pins);
+}
+
+void G1Manager::reap_cancelled_swap_ins() {
+  for (auto it = swap_ins_.begin(); it != swap_ins_.end();) {
+    // A destination page is freed only after the copy into it has stopped.
+    if (!it->second.cancelled || tier_->swap_in_state(it->first) == TransferState::Pending) {
+      ++it;
+      continue;
+    }
+    release_lease(it->second);
+    tier_->finish_swap_in(it->first);
+    it = swap_ins_.erase(it);
+  }
+}
+
+SwapInRegistration G1Manager::register_completed_swap_in(std::uint64_t swap_in_id) {
+  const auto it = swap_ins_.find(swap_in_id);
+  if (it == swap_ins_.end()) throw ContractError("unknown swap-in " + std::to_string(swap_in_id));
+  if (it->second.cancelled) throw ContractError("swap-in " + std::to_string(swap_in_id) + " was cancelled");
+  const TransferState state = tier_->wait_swap_in(swap_in_id);
+  const SwapInLease lease = std::move(it->second);
+  swap_ins_.erase(it);
+  SwapInRegistration result;
+  if (state == TransferState::Complete) {
+    try {
+      result.registered = backend_->register_swapped_in(lease.slots, lease.blocks);
+    } catch (const ContractError&) {
+      result.failed = true;  // e.g. a lineage collision: the slots are still reserved
+      backend_->release_slots(lease.slots);
+    }
+    if (lease.pins != 0) backend_->release_pins(lease.pins);
+  } else {
+    result.failed = true;
+    release_lease(lease);
+  }
+  tier_->finish_swap_in(swap_in_id);
+  return result;
+}
+
+}  // namespace kvtier::g1

@@ -1,0 +1,93 @@
+#include "kvtier/offload/host_block_registry.hpp"
+
+#include <string>
+
+#include "kvtier/core/errors.hpp"
+#include "kvtier/core/expects.hpp"
+
+namespace kvtier::offload {
+
+HostBlockRegistry::HostBlockRegistry(std::uint32_t capacity, g1::EvictionBackend eviction)
+    : pages_(capacity), policy_(g1::make_eviction_policy(eviction, capacity)) {
+  free_.reserve(capacity);
+  for (std::uint32_t page = capacity; page-- > 0;) free_.push_back(page);  // page 0 is taken first
+}
+
+std::optional<std::uint32_t> HostBlockRegistry::resident_page(const PositionalLineageHash& plh) const {
+  const auto it = by_plh_.find(plh);
+  if (it == by_plh_.end() || pages_[it->second].state != State::Resident) return std::nullopt;
+  return it->second;
+}
+
+bool HostBlockRegistry::is_resident(SequenceHash hash) const { return resident_hashes_.contains(hash.value()); }
+
+std::optional<std::uint32_t> HostBlockRegistry::reserve(g1::TieredBlock block, std::vector<SequenceHash>& evicted) {
+  KVTIER_ASSERT(!contains(block.plh), "a block is reserved in G2 twice");
+  std::uint32_t page;
+  if (!free_.empty()) {
+    page = free_.back();
+    free_.pop_back();
+  } else {
+    const auto victim = policy_->evict();
+    if (!victim) return std::nullopt;
+    page = victim->value();
+    evicted.push_back(pages_[page].block.hash);
+    forget(page);
+  }
+  Page& p = pages_[page];
+  p.state = State::Landing;
+  p.pins = 0;
+  p.checksum = 0;
+  p.block = std::move(block);
+  by_plh_.emplace(p.block.plh, page);
+  return page;
+}
+
+bool HostBlockRegistry::land(std::uint32_t page, std::uint64_t checksum) {
+  Page& p = pages_.at(page);
+  KVTIER_ASSERT(p.state == State::Landing, "G2 page " + std::to_string(page) + " lands but is not landing");
+  try {
+    policy_->check_insertable(std::span<const PositionalLineageHash>(&p.block.plh, 1));
+  } catch (const ContractError&) {
+    drop(page);  // a lineage collision in the pool: keep the tier consistent, lose the copy
+    return false;
+  }
+  p.state = State::Resident;
+  p.checksum = checksum;
+  ++resident_hashes_[p.block.hash.value()];
+  policy_->touch(p.block.plh);
+  policy_->insert(PageId(page), p.block.plh);
+  return true;
+}
+
+void HostBlockRegistry::drop(std::uint32_t page) {
+  Page& p = pages_.at(page);
+  KVTIER_ASSERT(p.state != State::Free && p.pins == 0, "G2 page " + std::to_string(page) + " is dropped while free or pinned");
+  if (p.state == State::Resident) policy_->remove(PageId(page));
+  forget(page);
+  free_.push_back(page);
+}
+
+void HostBlockRegistry::forget(std::uint32_t page) {
+  Page& p = pages_[page];
+  by_plh_.erase(p.block.plh);
+  if (p.state == State::Resident) {
+    const auto it = resident_hashes_.find(p.block.hash.value());
+    if (--it->second == 0) resident_hashes_.erase(it);
+  }
+  p = Page{};
+}
+
+void HostBlockRegistry::pin(std::uint32_t page) {
+  Page& p = pages_.at(page);
+  KVTIER_ASSERT(p.state == State::Resident, "G2 page " + std::to_string(page) + " is pinned but not resident");
+  if (p.pins++ == 0) policy_->remove(PageId(page));
+}
+
+void HostBlockRegistry::unpin(std::uint32_t page) {
+  Page& p = pages_.at(page);
+  KVTIER_ASSERT(p.state == State::Resident && p.pins > 0, "G2 page " + std::to_string(page) + " is unpinned but not pinned");
+  if (--p.pins == 0) policy_->insert(PageId(page), p.block.plh);  // most recently used again
+}
+
+}  // namespace kvtier::offload

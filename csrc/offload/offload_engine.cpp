@@ -1,0 +1,300 @@
+#include "kvtier/offload/offload_engine.hpp"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "kvtier/core/errors.hpp"
+#include "kvtier/core/expects.hpp"
+#include "kvtier/memory/host_runtime.hpp"
+#include "kvtier/memory/page_copy_plan.hpp"
+
+namespace kvtier::offload {
+namespace {
+
+memory::KvPool make_host_pool(memory::Runtime& runtime, const memory::KvPool& g1_pool, const OffloadConfig& config,
+                              double& seconds) {
+  if (config.host_blocks == 0) throw ConfigError("an offload engine needs host_blocks > 0");
+  if (config.batch_blocks == 0) throw ConfigError("offload_batch must be at least one block");
+  if (!(config.link_gbps >= 0.0)) throw ConfigError("link_gbps must be >= 0");
+  // Each G2 block is one contiguous chunk whatever the G1 layout: page-major.
+  const KvLayout layout(g1_pool.layout().geometry(), PageLayout::PageMajor, config.host_blocks);
+  const auto start = std::chrono::steady_clock::now();
+  memory::KvPool pool(runtime, layout, memory::PoolMemory::PinnedHost);
+  seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return pool;
+}
+
+constexpr double kBytesPerMsPerGbps = 1e6;
+
+}  // namespace
+
+OffloadEngine::OffloadEngine(memory::Runtime& runtime, memory::KvPool& g1_pool, OffloadConfig config)
+    : runtime_(runtime),
+      g1_pool_(g1_pool),
+      config_(config),
+      host_pool_(make_host_pool(runtime, g1_pool, config_, allocation_seconds_)),
+      registry_(config.host_blocks, g1::EvictionBackend::Lineage),
+      offload_stream_(runtime.create_stream()),
+      onboard_stream_(runtime.create_stream()),
+      offload_link_(config.link_gbps * kBytesPerMsPerGbps),
+      onboard_link_(config.link_gbps * kBytesPerMsPerGbps) {}
+
+OffloadEngine::~OffloadEngine() {
+  for (auto& [id, transfer] : transfers_) {
+    try {
+      transfer.done.synchronize();
+    } catch (const Error&) {
+      // its failure no longer matters to anyone; the copy has stopped
+    }
+  }
+}
+
+void OffloadEngine::bind(KvEventPublisher& publisher) {
+  if (publisher_ != nullptr) throw ContractError("the offload engine is attached to a manager already");
+  publisher_ = &publisher;
+}
+
+double OffloadEngine::now_ms() const {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - epoch_).count();
+}
+
+void OffloadEngine::inject_copy_fault(std::uint64_t nth) {
+  if (runtime_.kind() != memory::RuntimeKind::Host) {
+    throw ContractError("copy faults can be injected on the host runtime only");
+  }
+  if (nth == 0) throw ContractError("inject_fault copy_batch counts from 1");
+  fault_at_batch_ = submitted_batches_ + nth;
+}
+
+std::uint64_t OffloadEngine::submit(Direction direction, std::vector<PageId> g1_pages,
+                                    std::vector<std::uint32_t> g2_pages) {
+  std::vector<PageId> host_pages(g2_pages.begin(), g2_pages.end());
+  const auto plan = direction == Direction::SwapOut ? memory::page_copy_plan(g1_pool_, g1_pages, host_pool_, host_pages)
+                                                    : memory::page_copy_plan(host_pool_, host_pages, g1_pool_, g1_pages);
+  memory::Stream& stream = direction == Direction::SwapOut ? offload_stream_ : onboard_stream_;
+  Transfer transfer{.direction = direction,
+                    .g1_pages = std::move(g1_pages),
+                    .g2_pages = std::move(g2_pages),
+                    .done = runtime_.create_event(),
+                    .bytes = host_pages.size() * host_pool_.layout().page_bytes(),
+                    .started_ms = now_ms()};
+  if (++submitted_batches_ == fault_at_batch_) {
+    // The runtime's next copy is this batch's: the engine is its only caller on this thread.
+    static_cast<memory::HostRuntime&>(runtime_).inject_faults({.fail_copy_number = 1});
+  }
+  stream.copy_async(plan);  // one batched submission; contiguous runs are one descriptor each
+  stream.record(transfer.done);
+  const std::uint64_t id = next_transfer_++;
+  (direction == Direction::SwapOut ? offload_link_ : onboard_link_)
+      .start(id, transfer.started_ms, static_cast<double>(transfer.bytes));
+  transfers_.emplace(id, std::move(transfer));
+  return id;
+}
+
+g1::SwapOutTicket OffloadEngine::swap_out(std::span<const g1::EvictedBlock> victims) {
+  KVTIER_EXPECTS(publisher_ != nullptr, "the offload engine is not attached to a manager");
+  std::vector<SequenceHash> evicted;
+  std::vector<PageId> sources;
+  std::vector<std::uint32_t> targets;
+  for (const g1::EvictedBlock& victim : victims) {
+    if (registry_.contains(victim.block.plh)) continue;  // presence filter: resident or landing already
+    const auto page = registry_.reserve(victim.block, evicted);
+    if (!page) continue;  // no room in G2: the block is simply gone
+    sources.push_back(victim.page);
+    targets.push_back(*page);
+  }
+  publisher_->publish_removed(StorageTier::HostPinned, KvRemoved{std::move(evicted)});
+  g1::SwapOutTicket ticket;
+  for (std::size_t first = 0; first < sources.size(); first += config_.batch_blocks) {
+    const std::size_t last = std::min(sources.size(), first + config_.batch_blocks);
+    std::vector<PageId> g1_pages(sources.begin() + static_cast<std::ptrdiff_t>(first),
+                                 sources.begin() + static_cast<std::ptrdiff_t>(last));
+    std::vector<std::uint32_t> g2_pages(targets.begin() + static_cast<std::ptrdiff_t>(first),
+                                        targets.begin() + static_cast<std::ptrdiff_t>(last));
+    try {
+      ticket.transfer = submit(Direction::SwapOut, g1_pages, g2_pages);
+    } catch (const Error&) {
+      // The copy could not be enqueued: nothing reads these sources, so they
+      // are not quarantined and the blocks never reach G2.
+      for (const std::uint32_t page : g2_pages) registry_.drop(page);
+      ++failed_transfers_;
+      continue;
+    }
+    ticket.quarantined.insert(ticket.quarantined.end(), g1_pages.begin(), g1_pages.end());
+  }
+  return ticket;
+}
+
+g1::TransferState OffloadEngine::settle(std::uint64_t id, Transfer& transfer, bool wait) {
+  if (transfer.state != g1::TransferState::Pending) return transfer.state;
+  if (wait) {
+    try {
+      transfer.done.synchronize();
+    } catch (const Error&) {
+      // read back as Failed below
+    }
+  }
+  const memory::EventStatus status = transfer.done.status();
+  if (status == memory::EventStatus::Pending) return transfer.state;
+  if (status == memory::EventStatus::Complete) {
+    transfer.state = g1::TransferState::Complete;
+    learn_bandwidth(transfer);
+  } else {
+    transfer.state = g1::TransferState::Failed;
+    ++failed_transfers_;
+  }
+  (transfer.direction == Direction::SwapOut ? offload_link_ : onboard_link_).remove(id);
+  return transfer.state;
+}
+
+void OffloadEngine::learn_bandwidth(const Transfer& transfer) {
+  // Observed at poll time, so an upper bound on the copy's duration: the
+  // estimate errs towards later deadlines, never earlier ones.
+  const double elapsed = now_ms() - transfer.started_ms;
+  if (elapsed <= 0.0 || transfer.bytes == 0) return;
+  const double measured = static_cast<double>(transfer.bytes) / elapsed;
+  ProcessorSharingLink& link = transfer.direction == Direction::SwapOut ? offload_link_ : onboard_link_;
+  link.set_bandwidth(link.bandwidth() <= 0.0 ? measured : 0.8 * link.bandwidth() + 0.2 * measured);
+}
+
+std::uint64_t OffloadEngine::checksum(std::uint32_t g2_page) const {
+  const std::byte* bytes = host_pool_.chunk_address(PageId(g2_page), 0);
+  return XXH3_64bits(bytes, host_pool_.layout().page_bytes());
+}
+
+g1::TierProgress OffloadEngine::poll(bool wait) {
+  g1::TierProgress progress;
+  for (auto it = transfers_.begin(); it != transfers_.end();) {
+    Transfer& transfer = it->second;
+    const g1::TransferState state = settle(it->first, transfer, wait);
+    if (state == g1::TransferState::Pending || transfer.reported) {
+      ++it;
+      continue;
+    }
+    progress.completed.push_back(it->first);
+    if (state == g1::TransferState::Failed) progress.failed.push_back(it->first);
+    if (transfer.direction == Direction::SwapIn) {
+      transfer.reported = true;  // kept until the manager registers or reaps it
+      ++it;
+      continue;
+    }
+    for (std::size_t i = 0; i < transfer.g2_pages.size(); ++i) {
+      const std::uint32_t page = transfer.g2_pages[i];
+      if (state == g1::TransferState::Failed) {
+        registry_.drop(page);  // never stored: no event
+        continue;
+      }
+      const g1::TieredBlock block = registry_.block(page);
+      if (!registry_.land(page, config_.verify_swaps ? checksum(page) : 0)) continue;
+      KvStored stored{.parent = block.parent, .blocks = {{block.hash, block.local}}, .token_ids = std::nullopt};
+      if (block.token_ids) stored.token_ids = BlockTokenIds{*block.token_ids};
+      publisher_->publish_stored(StorageTier::HostPinned, std::move(stored));
+    }
+    progress.released.insert(progress.released.end(), transfer.g1_pages.begin(), transfer.g1_pages.end());
+    it = transfers_.erase(it);
+  }
+  const double now = now_ms();
+  (void)offload_link_.advance_to(now);  // the model's view only; real completions rule
+  (void)onboard_link_.advance_to(now);
+  return progress;
+}
+
+std::optional<double> OffloadEngine::earliest_deadline_ms() const {
+  const auto a = offload_link_.earliest_finish();
+  const auto b = onboard_link_.earliest_finish();
+  if (a && b) return std::min(*a, *b);
+  return a ? a : b;
+}
+
+std::size_t OffloadEngine::resident_prefix(std::span<const PositionalLineageHash> plhs) const {
+  std::size_t count = 0;
+  while (count < plhs.size() && registry_.resident_page(plhs[count])) ++count;
+  return count;
+}
+
+g1::SwapInCopy OffloadEngine::start_swap_in(std::span<const PositionalLineageHash> plhs,
+                                            std::span<const PageId> g1_pages) {
+  KVTIER_EXPECTS(publisher_ != nullptr, "the offload engine is not attached to a manager");
+  KVTIER_EXPECTS(resident_prefix(plhs) >= g1_pages.size(), "swap-in of blocks that are not resident in G2");
+  g1::SwapInCopy copy;
+  std::vector<std::uint32_t> sources;
+  for (std::size_t i = 0; i < g1_pages.size(); ++i) {
+    const std::uint32_t page = *registry_.resident_page(plhs[i]);
+    if (config_.verify_swaps && checksum(page) != registry_.checksum(page)) {
+      ++verify_failures_;
+      if (!registry_.pinned(page)) {  // another swap-in reading it keeps it until it ends
+        const SequenceHash hash = registry_.block(page).hash;
+        registry_.drop(page);
+        publisher_->publish_removed(StorageTier::HostPinned, KvRemoved{{hash}});
+      }
+      break;  // the request recomputes from here
+    }
+    sources.push_back(page);
+    copy.blocks.push_back(registry_.block(page));
+  }
+  if (sources.empty()) return copy;
+  for (const std::uint32_t page : sources) registry_.pin(page);
+  try {
+    copy.transfer = submit(Direction::SwapIn, std::vector<PageId>(g1_pages.begin(), g1_pages.begin() +
+                                                                                     static_cast<std::ptrdiff_t>(sources.size())),
+                           sources);
+  } catch (...) {
+    for (const std::uint32_t page : sources) registry_.unpin(page);
+    throw;
+  }
+  return copy;
+}
+
+OffloadEngine::Transfer& OffloadEngine::swap_in(std::uint64_t transfer) {
+  const auto it = transfers_.find(transfer);
+  if (it == transfers_.end() || it->second.direction != Direction::SwapIn) {
+    throw ContractError("unknown swap-in transfer " + std::to_string(transfer));
+  }
+  return it->second;
+}
+
+const OffloadEngine::Transfer& OffloadEngine::swap_in(std::uint64_t transfer) const {
+  return const_cast<OffloadEngine*>(this)->swap_in(transfer);
+}
+
+g1::TransferState OffloadEngine::swap_in_state(std::uint64_t transfer) const {
+  const Transfer& t = swap_in(transfer);
+  if (t.state != g1::TransferState::Pending) return t.state;
+  switch (t.done.status()) {
+    case memory::EventStatus::Pending:
+      return g1::TransferState::Pending;
+    case memory::EventStatus::Complete:
+      return g1::TransferState::Complete;
+    case memory::EventStatus::Failed:
+      break;
+  }
+  return g1::TransferState::Failed;
+}
+
+g1::TransferState OffloadEngine::wait_swap_in(std::uint64_t transfer) {
+  return settle(transfer, swap_in(transfer), true);
+}
+
+void OffloadEngine::finish_swap_in(std::uint64_t transfer) {
+  Transfer& t = swap_in(transfer);
+  KVTIER_EXPECTS(settle(transfer, t, false) != g1::TransferState::Pending, "a swap-in is finished while it copies");
+  for (const std::uint32_t page : t.g2_pages) registry_.unpin(page);
+  transfers_.erase(transfer);
+}
+
+g1::TierStats OffloadEngine::stats() const {
+  g1::TierStats stats{.used = registry_.used(),
+                      .capacity = registry_.capacity(),
+                      .in_flight = 0,
+                      .verify_failures = verify_failures_,
+                      .failed_transfers = failed_transfers_};
+  for (const auto& [id, transfer] : transfers_) {
+    if (!transfer.reported) ++stats.in_flight;  // not yet applied by a poll, whatever its copy is doing now
+  }
+  return stats;
+}
+
+}  // namespace kvtier::offload

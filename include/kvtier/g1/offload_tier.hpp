@@ -1,0 +1,101 @@
+#pragma once
+// The seam between a G1 backend and the tier below it (docs/offload.md). The
+// G1 layer decides what moves and when; an OffloadTier (offload::OffloadEngine)
+// keeps the G2 registry and moves the bytes. Both sides are driven from the
+// manager's thread only; the copies themselves run on the tier's streams.
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "kvtier/core/block_hash.hpp"
+#include "kvtier/core/kv_event_publisher.hpp"
+#include "kvtier/core/lineage_hash.hpp"
+#include "kvtier/core/strong_id.hpp"
+
+namespace kvtier::g1 {
+
+/// A registered block as the tiers remember it (docs/semantics.md §5.2): what
+/// a HostPinned Stored and a swap-in registration need.
+struct TieredBlock {
+  PositionalLineageHash plh;
+  SequenceHash hash;
+  std::optional<SequenceHash> parent;
+  LocalBlockHash local;
+  std::optional<std::vector<TokenId>> token_ids;
+};
+
+/// A registered block taken out of G1 by eviction; `page` still holds its bytes.
+struct EvictedBlock {
+  PageId page;
+  TieredBlock block;
+};
+
+/// What the tier did with one eviction's victims.
+struct SwapOutTicket {
+  /// Victim pages a copy now reads: quarantined until that copy has stopped.
+  std::vector<PageId> quarantined;
+  /// The transfer whose end releases the last of them (0 when none).
+  std::uint64_t transfer = 0;
+};
+
+/// What one poll of the tier found and applied.
+struct TierProgress {
+  std::vector<std::uint64_t> completed;  // transfer ids that ended (also failed ones), in order
+  std::vector<std::uint64_t> failed;     // the subset whose copy failed
+  std::vector<PageId> released;          // quarantined G1 pages whose copy has stopped
+};
+
+enum class TransferState : std::uint8_t { Pending, Complete, Failed };
+
+/// A swap-in copy the tier started: the first `blocks.size()` requested
+/// blocks (fewer when integrity checking rejected one), in order.
+struct SwapInCopy {
+  std::uint64_t transfer = 0;
+  std::vector<TieredBlock> blocks;
+};
+
+struct TierStats {
+  std::size_t used = 0;        // resident + landing blocks
+  std::size_t capacity = 0;
+  std::size_t in_flight = 0;   // transfers no poll has collected yet
+  std::uint64_t verify_failures = 0;
+  std::uint64_t failed_transfers = 0;
+};
+
+class OffloadTier {
+ public:
+  virtual ~OffloadTier() = default;
+
+  /// Called once when a manager attaches the tier: HostPinned events go to
+  /// the manager's publisher, so ids stay one sequence.
+  virtual void bind(KvEventPublisher& publisher) = 0;
+  /// The eviction site: copies the victims not resident or landing already
+  /// (presence filter) into reserved tier pages, in batches, and answers which
+  /// sources it now reads. Victims it cannot take (no room) are dropped.
+  virtual SwapOutTicket swap_out(std::span<const EvictedBlock> victims) = 0;
+  /// Collects the transfers that ended (with `wait`, every one in flight) and
+  /// applies them: swap-outs register in the tier (HostPinned Stored) or are
+  /// dropped on failure; their sources are released either way.
+  virtual TierProgress poll(bool wait) = 0;
+  /// An estimate of when the next transfer ends (processor-sharing model).
+  virtual std::optional<double> earliest_deadline_ms() const = 0;
+
+  /// How many of `plhs`, from the first, are resident (pins nothing).
+  virtual std::size_t resident_prefix(std::span<const PositionalLineageHash> plhs) const = 0;
+  virtual bool is_resident(SequenceHash hash) const = 0;
+  /// Copies the resident blocks plhs[0..g1_pages.size()) into `g1_pages`,
+  /// pinning them in the tier until finish_swap_in. Precondition:
+  /// resident_prefix(plhs) >= g1_pages.size().
+  virtual SwapInCopy start_swap_in(std::span<const PositionalLineageHash> plhs, std::span<const PageId> g1_pages) = 0;
+  virtual TransferState swap_in_state(std::uint64_t transfer) const = 0;
+  /// Blocks until the swap-in's copy has stopped; answers how it ended.
+  virtual TransferState wait_swap_in(std::uint64_t transfer) = 0;
+  /// Unpins the swap-in's tier blocks and forgets it. Precondition: it has stopped.
+  virtual void finish_swap_in(std::uint64_t transfer) = 0;
+
+  virtual TierStats stats() const = 0;
+};
+
+}  // namespace kvtier::g1

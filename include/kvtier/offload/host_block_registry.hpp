@@ -1,0 +1,67 @@
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "kvtier/g1/eviction_policy.hpp"
+#include "kvtier/g1/offload_tier.hpp"
+
+namespace kvtier::offload {
+
+/// The G2 tier's bookkeeping (docs/offload.md): which block each pinned-host
+/// page holds, keyed by positional lineage hash, with the Lineage eviction of
+/// docs/semantics.md §5.1. Pages only; the bytes live in the engine's KvPool.
+///   Free -> Landing (reserved: a swap-out copy writes it)
+///   Landing -> Resident (the copy completed) | Free (it failed)
+///   Resident -> pinned while swap-ins read it; evictable when unpinned
+class HostBlockRegistry {
+ public:
+  HostBlockRegistry(std::uint32_t capacity, g1::EvictionBackend eviction);
+
+  std::uint32_t capacity() const noexcept { return static_cast<std::uint32_t>(pages_.size()); }
+  /// Landing or resident pages.
+  std::size_t used() const noexcept { return pages_.size() - free_.size(); }
+  /// Resident or landing already: the presence filter of §5.2.
+  bool contains(const PositionalLineageHash& plh) const { return by_plh_.contains(plh); }
+  /// The page holding `plh`, when it is resident.
+  std::optional<std::uint32_t> resident_page(const PositionalLineageHash& plh) const;
+  bool is_resident(SequenceHash hash) const;
+
+  /// A page for `block` to land in: a free one, else the eviction policy's
+  /// victim (its hash is appended to `evicted`); nullopt when every page is
+  /// landing or pinned.
+  std::optional<std::uint32_t> reserve(g1::TieredBlock block, std::vector<SequenceHash>& evicted);
+  /// The landing copy completed: the page becomes resident and evictable.
+  /// false (the page is freed instead) when the eviction pool refuses it.
+  bool land(std::uint32_t page, std::uint64_t checksum);
+  /// A landing page whose copy failed, or an unpinned resident page whose
+  /// bytes failed verification, goes back to the free pages.
+  void drop(std::uint32_t page);
+  void pin(std::uint32_t page);
+  void unpin(std::uint32_t page);
+  bool pinned(std::uint32_t page) const { return pages_.at(page).pins > 0; }
+
+  const g1::TieredBlock& block(std::uint32_t page) const { return pages_.at(page).block; }
+  std::uint64_t checksum(std::uint32_t page) const { return pages_.at(page).checksum; }
+
+ private:
+  enum class State : std::uint8_t { Free, Landing, Resident };
+  struct Page {
+    State state = State::Free;
+    std::uint32_t pins = 0;
+    std::uint64_t checksum = 0;
+    g1::TieredBlock block;
+  };
+  void forget(std::uint32_t page);
+
+  std::vector<Page> pages_;
+  std::vector<std::uint32_t> free_;
+  std::unique_ptr<g1::EvictionPolicy> policy_;
+  std::unordered_map<PositionalLineageHash, std::uint32_t> by_plh_;
+  std::unordered_map<std::uint64_t, std::uint32_t> resident_hashes_;  // sequence hash -> resident pages holding it
+};
+
+}  // namespace kvtier::offload

@@ -1,0 +1,111 @@
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "kvtier/g1/offload_tier.hpp"
+#include "kvtier/memory/kv_pool.hpp"
+#include "kvtier/memory/runtime.hpp"
+#include "kvtier/offload/host_block_registry.hpp"
+#include "kvtier/offload/processor_sharing_link.hpp"
+
+namespace kvtier::offload {
+
+/// Validated settings of an OffloadEngine.
+struct OffloadConfig {
+  /// G2 pages of pinned host memory (must be > 0: no engine means no tier).
+  std::uint32_t host_blocks = 0;
+  /// Blocks per swap-out transfer (docs/semantics.md §5.2 offload_batch_size).
+  std::uint32_t batch_blocks = 16;
+  /// Checksum (XXH3) each block when it lands in G2 and check it before it is
+  /// copied back; a mismatch drops the block and fails that part of the swap-in.
+  bool verify_swaps = false;
+  /// The estimator's bandwidth until copies have been measured (GB/s; 0 = none yet).
+  double link_gbps = 0.0;
+};
+
+/// The G2 tier under a G1 backend, with real copies (docs/offload.md):
+/// swap-outs run on the offload stream, swap-ins on the onboard stream, each
+/// transfer one batched copy submission followed by one event. Single-threaded:
+/// the manager's thread calls every method; the streams do the copying.
+class OffloadEngine final : public g1::OffloadTier {
+ public:
+  /// Allocates the G2 slab (pinned host memory, one contiguous chunk per
+  /// block); throws ConfigError for an impossible configuration and the
+  /// runtime's error when the allocation fails. `g1_pool` must outlive the engine.
+  OffloadEngine(memory::Runtime& runtime, memory::KvPool& g1_pool, OffloadConfig config);
+  /// Waits for every copy still running: none may outlive the pages it touches.
+  ~OffloadEngine() override;
+  OffloadEngine(const OffloadEngine&) = delete;
+  OffloadEngine& operator=(const OffloadEngine&) = delete;
+
+  void bind(KvEventPublisher& publisher) override;
+  g1::SwapOutTicket swap_out(std::span<const g1::EvictedBlock> victims) override;
+  g1::TierProgress poll(bool wait) override;
+  std::optional<double> earliest_deadline_ms() const override;
+  std::size_t resident_prefix(std::span<const PositionalLineageHash> plhs) const override;
+  bool is_resident(SequenceHash hash) const override { return registry_.is_resident(hash); }
+  g1::SwapInCopy start_swap_in(std::span<const PositionalLineageHash> plhs, std::span<const PageId> g1_pages) override;
+  g1::TransferState swap_in_state(std::uint64_t transfer) const override;
+  g1::TransferState wait_swap_in(std::uint64_t transfer) override;
+  void finish_swap_in(std::uint64_t transfer) override;
+  g1::TierStats stats() const override;
+
+  const OffloadConfig& config() const noexcept { return config_; }
+  /// The G2 slab (tests corrupt it to exercise verify_swaps).
+  memory::KvPool& host_pool() noexcept { return host_pool_; }
+  /// The page of G2 holding `plh`, when resident.
+  std::optional<std::uint32_t> host_page(const PositionalLineageHash& plh) const { return registry_.resident_page(plh); }
+  /// How long allocating the G2 slab took (pinning is slow; `kvtier info` reports it).
+  double host_allocation_seconds() const noexcept { return allocation_seconds_; }
+  /// Fails the Nth copy batch this engine submits from now (1 = the next);
+  /// HostRuntime only: ContractError on CUDA.
+  void inject_copy_fault(std::uint64_t nth);
+
+ private:
+  enum class Direction : std::uint8_t { SwapOut, SwapIn };
+  struct Transfer {
+    Direction direction;
+    std::vector<PageId> g1_pages;
+    std::vector<std::uint32_t> g2_pages;
+    memory::Event done;
+    std::size_t bytes = 0;
+    double started_ms = 0.0;
+    g1::TransferState state = g1::TransferState::Pending;
+    bool reported = false;  // a swap-in's end was listed by poll already
+  };
+
+  double now_ms() const;
+  /// One batched copy and its event; returns the transfer id.
+  std::uint64_t submit(Direction direction, std::vector<PageId> g1_pages, std::vector<std::uint32_t> g2_pages);
+  /// Reads the transfer's event (waiting when asked) and notes how it ended.
+  g1::TransferState settle(std::uint64_t id, Transfer& transfer, bool wait);
+  void learn_bandwidth(const Transfer& transfer);
+  std::uint64_t checksum(std::uint32_t g2_page) const;
+  Transfer& swap_in(std::uint64_t transfer);
+  const Transfer& swap_in(std::uint64_t transfer) const;
+
+  memory::Runtime& runtime_;
+  memory::KvPool& g1_pool_;
+  OffloadConfig config_;
+  double allocation_seconds_ = 0.0;
+  memory::KvPool host_pool_;
+  HostBlockRegistry registry_;
+  memory::Stream offload_stream_;
+  memory::Stream onboard_stream_;  // its own stream: a swap-in never queues behind swap-outs
+  KvEventPublisher* publisher_ = nullptr;
+  std::map<std::uint64_t, Transfer> transfers_;  // by id: submission order
+  ProcessorSharingLink offload_link_;
+  ProcessorSharingLink onboard_link_;
+  std::chrono::steady_clock::time_point epoch_ = std::chrono::steady_clock::now();
+  std::uint64_t next_transfer_ = 1;
+  std::uint64_t submitted_batches_ = 0;
+  std::uint64_t fault_at_batch_ = 0;
+  std::uint64_t verify_failures_ = 0;
+  std::uint64_t failed_transfers_ = 0;
+};
+
+}  // namespace kvtier::offload
