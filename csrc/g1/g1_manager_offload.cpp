@@ -53,32 +53,36 @@ SwapInStart G1Manager::try_batch_swap_in(std::span<const PositionalLineageHash> 
   const auto drop_pins = [&] {
     if (pins != 0) backend_->release_pins(pins);
   };
-  const std::size_t count = tier_ ? tier_->resident_prefix(plhs) : 0;
-  if (count == 0) {
+  if (!tier_) {
     drop_pins();
     return {};
   }
-  const BlockManager::SlotGrant grant = backend_->reserve_slots(count);
-  if (grant.acquire.kind == G1Acquire::Kind::BlockedOnOffload) {
+  // The tier blocks are pinned first, so making room in G1 (whose evictions
+  // go to the tier) cannot push them out of it.
+  SwapInCopy copy = tier_->prepare_swap_in(plhs);
+  if (copy.blocks.empty()) {
     drop_pins();
+    return {};
+  }
+  const auto abandon = [&] {
+    tier_->finish_swap_in(copy.transfer);
+    drop_pins();
+  };
+  const BlockManager::SlotGrant grant = backend_->reserve_slots(copy.blocks.size());
+  if (grant.acquire.kind == G1Acquire::Kind::BlockedOnOffload) {
+    abandon();
     return SwapInStart{.status = SwapInStatus::BlockedOnG1Offload, .offload_id = grant.acquire.offload_id};
   }
   if (!grant.acquire.is_ready()) {
-    drop_pins();
+    abandon();
     return {};
   }
-  SwapInCopy copy;
   try {
-    copy = tier_->start_swap_in(plhs.first(count), backend_->reserved_slots(grant.id));
+    tier_->start_swap_in(copy.transfer, backend_->reserved_slots(grant.id));
   } catch (...) {
     backend_->release_slots(grant.id);
-    drop_pins();
+    abandon();
     throw;
-  }
-  if (copy.blocks.empty()) {  // integrity checking rejected the first block
-    backend_->release_slots(grant.id);
-    drop_pins();
-    return {};
   }
   const std::size_t copied = copy.blocks.size();
   swap_ins_.emplace(copy.transfer, SwapInLease{.slots = grant.id, .pins = pins, .blocks = std::move(copy.blocks)});

@@ -69,29 +69,22 @@ void OffloadEngine::inject_copy_fault(std::uint64_t nth) {
   fault_at_batch_ = submitted_batches_ + nth;
 }
 
-std::uint64_t OffloadEngine::submit(Direction direction, std::vector<PageId> g1_pages,
-                                    std::vector<std::uint32_t> g2_pages) {
-  std::vector<PageId> host_pages(g2_pages.begin(), g2_pages.end());
-  const auto plan = direction == Direction::SwapOut ? memory::page_copy_plan(g1_pool_, g1_pages, host_pool_, host_pages)
-                                                    : memory::page_copy_plan(host_pool_, host_pages, g1_pool_, g1_pages);
-  memory::Stream& stream = direction == Direction::SwapOut ? offload_stream_ : onboard_stream_;
-  Transfer transfer{.direction = direction,
-                    .g1_pages = std::move(g1_pages),
-                    .g2_pages = std::move(g2_pages),
-                    .done = runtime_.create_event(),
-                    .bytes = host_pages.size() * host_pool_.layout().page_bytes(),
-                    .started_ms = now_ms()};
+void OffloadEngine::submit(std::uint64_t id, Transfer& transfer) {
+  const std::vector<PageId> host_pages(transfer.g2_pages.begin(), transfer.g2_pages.end());
+  const bool out = transfer.direction == Direction::SwapOut;
+  const auto plan = out ? memory::page_copy_plan(g1_pool_, transfer.g1_pages, host_pool_, host_pages)
+                        : memory::page_copy_plan(host_pool_, host_pages, g1_pool_, transfer.g1_pages);
+  memory::Stream& stream = out ? offload_stream_ : onboard_stream_;
+  transfer.bytes = host_pages.size() * host_pool_.layout().page_bytes();
+  transfer.started_ms = now_ms();
   if (++submitted_batches_ == fault_at_batch_) {
     // The runtime's next copy is this batch's: the engine is its only caller on this thread.
     static_cast<memory::HostRuntime&>(runtime_).inject_faults({.fail_copy_number = 1});
   }
   stream.copy_async(plan);  // one batched submission; contiguous runs are one descriptor each
   stream.record(transfer.done);
-  const std::uint64_t id = next_transfer_++;
-  (direction == Direction::SwapOut ? offload_link_ : onboard_link_)
-      .start(id, transfer.started_ms, static_cast<double>(transfer.bytes));
-  transfers_.emplace(id, std::move(transfer));
-  return id;
+  transfer.started = true;
+  (out ? offload_link_ : onboard_link_).start(id, transfer.started_ms, static_cast<double>(transfer.bytes));
 }
 
 g1::SwapOutTicket OffloadEngine::swap_out(std::span<const g1::EvictedBlock> victims) {
@@ -114,22 +107,31 @@ g1::SwapOutTicket OffloadEngine::swap_out(std::span<const g1::EvictedBlock> vict
                                  sources.begin() + static_cast<std::ptrdiff_t>(last));
     std::vector<std::uint32_t> g2_pages(targets.begin() + static_cast<std::ptrdiff_t>(first),
                                         targets.begin() + static_cast<std::ptrdiff_t>(last));
+    const std::uint64_t id = next_transfer_++;
+    Transfer& transfer = transfers_
+                             .emplace(id, Transfer{.direction = Direction::SwapOut,
+                                                   .g1_pages = g1_pages,
+                                                   .g2_pages = g2_pages,
+                                                   .done = runtime_.create_event()})
+                             .first->second;
     try {
-      ticket.transfer = submit(Direction::SwapOut, g1_pages, g2_pages);
+      submit(id, transfer);
     } catch (const Error&) {
       // The copy could not be enqueued: nothing reads these sources, so they
       // are not quarantined and the blocks never reach G2.
       for (const std::uint32_t page : g2_pages) registry_.drop(page);
+      transfers_.erase(id);
       ++failed_transfers_;
       continue;
     }
+    ticket.transfer = id;
     ticket.quarantined.insert(ticket.quarantined.end(), g1_pages.begin(), g1_pages.end());
   }
   return ticket;
 }
 
 g1::TransferState OffloadEngine::settle(std::uint64_t id, Transfer& transfer, bool wait) {
-  if (transfer.state != g1::TransferState::Pending) return transfer.state;
+  if (transfer.state != g1::TransferState::Pending || !transfer.started) return transfer.state;
   if (wait) {
     try {
       transfer.done.synchronize();
@@ -209,43 +211,47 @@ std::optional<double> OffloadEngine::earliest_deadline_ms() const {
   return a ? a : b;
 }
 
-std::size_t OffloadEngine::resident_prefix(std::span<const PositionalLineageHash> plhs) const {
-  std::size_t count = 0;
-  while (count < plhs.size() && registry_.resident_page(plhs[count])) ++count;
-  return count;
-}
-
-g1::SwapInCopy OffloadEngine::start_swap_in(std::span<const PositionalLineageHash> plhs,
-                                            std::span<const PageId> g1_pages) {
+g1::SwapInCopy OffloadEngine::prepare_swap_in(std::span<const PositionalLineageHash> plhs) {
   KVTIER_EXPECTS(publisher_ != nullptr, "the offload engine is not attached to a manager");
-  KVTIER_EXPECTS(resident_prefix(plhs) >= g1_pages.size(), "swap-in of blocks that are not resident in G2");
   g1::SwapInCopy copy;
   std::vector<std::uint32_t> sources;
-  for (std::size_t i = 0; i < g1_pages.size(); ++i) {
-    const std::uint32_t page = *registry_.resident_page(plhs[i]);
-    if (config_.verify_swaps && checksum(page) != registry_.checksum(page)) {
+  for (const PositionalLineageHash& plh : plhs) {
+    const auto page = registry_.resident_page(plh);
+    if (!page) break;
+    if (config_.verify_swaps && checksum(*page) != registry_.checksum(*page)) {
       ++verify_failures_;
-      if (!registry_.pinned(page)) {  // another swap-in reading it keeps it until it ends
-        const SequenceHash hash = registry_.block(page).hash;
-        registry_.drop(page);
+      if (!registry_.pinned(*page)) {  // another swap-in reading it keeps it until it ends
+        const SequenceHash hash = registry_.block(*page).hash;
+        registry_.drop(*page);
         publisher_->publish_removed(StorageTier::HostPinned, KvRemoved{{hash}});
       }
       break;  // the request recomputes from here
     }
-    sources.push_back(page);
-    copy.blocks.push_back(registry_.block(page));
+    sources.push_back(*page);
+    copy.blocks.push_back(registry_.block(*page));
   }
   if (sources.empty()) return copy;
   for (const std::uint32_t page : sources) registry_.pin(page);
+  copy.transfer = next_transfer_++;
+  transfers_.emplace(copy.transfer, Transfer{.direction = Direction::SwapIn,
+                                             .g1_pages = {},
+                                             .g2_pages = std::move(sources),
+                                             .done = runtime_.create_event(),
+                                             .started = false});
+  return copy;
+}
+
+void OffloadEngine::start_swap_in(std::uint64_t transfer, std::span<const PageId> g1_pages) {
+  Transfer& t = swap_in(transfer);
+  KVTIER_EXPECTS(!t.started, "swap-in " + std::to_string(transfer) + " was started already");
+  KVTIER_EXPECTS(g1_pages.size() == t.g2_pages.size(), "a swap-in needs one G1 page per block");
+  t.g1_pages.assign(g1_pages.begin(), g1_pages.end());
   try {
-    copy.transfer = submit(Direction::SwapIn, std::vector<PageId>(g1_pages.begin(), g1_pages.begin() +
-                                                                                     static_cast<std::ptrdiff_t>(sources.size())),
-                           sources);
+    submit(transfer, t);
   } catch (...) {
-    for (const std::uint32_t page : sources) registry_.unpin(page);
+    t.g1_pages.clear();
     throw;
   }
-  return copy;
 }
 
 OffloadEngine::Transfer& OffloadEngine::swap_in(std::uint64_t transfer) {
@@ -262,7 +268,7 @@ const OffloadEngine::Transfer& OffloadEngine::swap_in(std::uint64_t transfer) co
 
 g1::TransferState OffloadEngine::swap_in_state(std::uint64_t transfer) const {
   const Transfer& t = swap_in(transfer);
-  if (t.state != g1::TransferState::Pending) return t.state;
+  if (t.state != g1::TransferState::Pending || !t.started) return t.state;
   switch (t.done.status()) {
     case memory::EventStatus::Pending:
       return g1::TransferState::Pending;
@@ -280,7 +286,8 @@ g1::TransferState OffloadEngine::wait_swap_in(std::uint64_t transfer) {
 
 void OffloadEngine::finish_swap_in(std::uint64_t transfer) {
   Transfer& t = swap_in(transfer);
-  KVTIER_EXPECTS(settle(transfer, t, false) != g1::TransferState::Pending, "a swap-in is finished while it copies");
+  KVTIER_EXPECTS(!t.started || settle(transfer, t, false) != g1::TransferState::Pending,
+                 "a swap-in is finished while it copies");
   for (const std::uint32_t page : t.g2_pages) registry_.unpin(page);
   transfers_.erase(transfer);
 }
@@ -292,7 +299,7 @@ g1::TierStats OffloadEngine::stats() const {
                       .verify_failures = verify_failures_,
                       .failed_transfers = failed_transfers_};
   for (const auto& [id, transfer] : transfers_) {
-    if (!transfer.reported) ++stats.in_flight;  // not yet applied by a poll, whatever its copy is doing now
+    if (transfer.started && !transfer.reported) ++stats.in_flight;  // not yet applied by a poll, whatever its copy is doing now
   }
   return stats;
 }

@@ -49,8 +49,8 @@ struct TierProgress {
 
 enum class TransferState : std::uint8_t { Pending, Complete, Failed };
 
-/// A swap-in copy the tier started: the first `blocks.size()` requested
-/// blocks (fewer when integrity checking rejected one), in order.
+/// A swap-in the tier prepared: the first `blocks.size()` requested blocks
+/// (fewer when one is missing or fails integrity checking), in order.
 struct SwapInCopy {
   std::uint64_t transfer = 0;
   std::vector<TieredBlock> blocks;
@@ -82,17 +82,18 @@ class OffloadTier {
   /// An estimate of when the next transfer ends (processor-sharing model).
   virtual std::optional<double> earliest_deadline_ms() const = 0;
 
-  /// How many of `plhs`, from the first, are resident (pins nothing).
-  virtual std::size_t resident_prefix(std::span<const PositionalLineageHash> plhs) const = 0;
   virtual bool is_resident(SequenceHash hash) const = 0;
-  /// Copies the resident blocks plhs[0..g1_pages.size()) into `g1_pages`,
-  /// pinning them in the tier until finish_swap_in. Precondition:
-  /// resident_prefix(plhs) >= g1_pages.size().
-  virtual SwapInCopy start_swap_in(std::span<const PositionalLineageHash> plhs, std::span<const PageId> g1_pages) = 0;
+  /// Pins the longest run of `plhs`, from the first, resident in the tier
+  /// (with integrity checking, up to the first block that fails it), so no
+  /// eviction can take them while G1 makes room. No blocks: nothing pinned.
+  virtual SwapInCopy prepare_swap_in(std::span<const PositionalLineageHash> plhs) = 0;
+  /// Copies the prepared blocks into `g1_pages` (one page per block).
+  virtual void start_swap_in(std::uint64_t transfer, std::span<const PageId> g1_pages) = 0;
   virtual TransferState swap_in_state(std::uint64_t transfer) const = 0;
   /// Blocks until the swap-in's copy has stopped; answers how it ended.
   virtual TransferState wait_swap_in(std::uint64_t transfer) = 0;
-  /// Unpins the swap-in's tier blocks and forgets it. Precondition: it has stopped.
+  /// Unpins the swap-in's tier blocks and forgets it. Precondition: it was
+  /// never started, or its copy has stopped.
   virtual void finish_swap_in(std::uint64_t transfer) = 0;
 
   virtual TierStats stats() const = 0;

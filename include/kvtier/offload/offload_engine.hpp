@@ -46,9 +46,9 @@ class OffloadEngine final : public g1::OffloadTier {
   g1::SwapOutTicket swap_out(std::span<const g1::EvictedBlock> victims) override;
   g1::TierProgress poll(bool wait) override;
   std::optional<double> earliest_deadline_ms() const override;
-  std::size_t resident_prefix(std::span<const PositionalLineageHash> plhs) const override;
   bool is_resident(SequenceHash hash) const override { return registry_.is_resident(hash); }
-  g1::SwapInCopy start_swap_in(std::span<const PositionalLineageHash> plhs, std::span<const PageId> g1_pages) override;
+  g1::SwapInCopy prepare_swap_in(std::span<const PositionalLineageHash> plhs) override;
+  void start_swap_in(std::uint64_t transfer, std::span<const PageId> g1_pages) override;
   g1::TransferState swap_in_state(std::uint64_t transfer) const override;
   g1::TransferState wait_swap_in(std::uint64_t transfer) override;
   void finish_swap_in(std::uint64_t transfer) override;
@@ -75,12 +75,13 @@ class OffloadEngine final : public g1::OffloadTier {
     std::size_t bytes = 0;
     double started_ms = 0.0;
     g1::TransferState state = g1::TransferState::Pending;
+    bool started = true;    // a prepared swap-in waits for its G1 pages
     bool reported = false;  // a swap-in's end was listed by poll already
   };
 
   double now_ms() const;
-  /// One batched copy and its event; returns the transfer id.
-  std::uint64_t submit(Direction direction, std::vector<PageId> g1_pages, std::vector<std::uint32_t> g2_pages);
+  /// Enqueues the transfer's pages as one batched copy and records its event.
+  void submit(std::uint64_t id, Transfer& transfer);
   /// Reads the transfer's event (waiting when asked) and notes how it ended.
   g1::TransferState settle(std::uint64_t id, Transfer& transfer, bool wait);
   void learn_bandwidth(const Transfer& transfer);
