@@ -120,6 +120,11 @@ Json ScriptRunner::State::op_stats(const Fields&) {
   out["capacity"] = manager_->max_capacity();
   out["block_size"] = manager_->block_size();
   out["dp_rank"] = manager_->dp_rank();
+  const g1::OffloadStats offload = manager_->offload_stats();
+  out["host_used"] = offload.tier.used;
+  out["host_capacity"] = offload.tier.capacity;
+  out["offloads_in_flight"] = offload.tier.in_flight;
+  out["quarantined"] = offload.quarantined;
   return out;
 }
 

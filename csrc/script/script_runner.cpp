@@ -194,6 +194,13 @@ Json ScriptRunner::State::dispatch(const Fields& f, const std::string& op) {
   if (op == "block_table") return op_block_table(f);
   if (op == "write") return op_write(f);
   if (op == "verify") return op_verify(f);
+  if (op == "wait_offload") return op_wait_offload(f);
+  if (op == "host_cached") return op_host_cached(f);
+  if (op == "pin_prefix") return op_pin_prefix(f);
+  if (op == "swap_in") return op_swap_in(f);
+  if (op == "register_swap_in") return op_register_swap_in(f);
+  if (op == "cancel_swap_in") return op_cancel_swap_in(f);
+  if (op == "inject_fault") return op_inject_fault(f);
   f.fail("unknown op '" + op + "'");
 }
 
@@ -202,7 +209,13 @@ Json ScriptRunner::State::op_init(const Fields& f) {
   const std::string backend = f.string_or("backend", "native");
   if (backend != "native" && backend != "kvbm") f.fail("backend must be \"native\" or \"kvbm\", not \"" + backend + "\"");
   if (backend == "native" && f.has("eviction")) f.fail("eviction applies to the kvbm backend only");
-  if (f.u64_or("host_blocks", 0) != 0) f.fail("host_blocks: the offload tier is not available yet");
+  const std::uint32_t host_blocks = f.u32_or("host_blocks", 0);
+  if (host_blocks != 0 && backend == "native") {
+    f.fail("host_blocks: the native backend's offload tier is not available yet (use backend \"kvbm\")");
+  }
+  if (host_blocks == 0 && (f.has("offload_batch") || f.has("verify_swaps"))) {
+    f.fail("offload_batch and verify_swaps need the offload tier (host_blocks > 0)");
+  }
   const g1::G1ManagerConfig config{
       .capacity = f.u32("capacity"),
       .block_size = f.u32("block_size"),
@@ -230,14 +243,25 @@ Json ScriptRunner::State::op_init(const Fields& f) {
   auto manager = std::make_unique<g1::G1Manager>(config, std::vector<std::shared_ptr<KvEventSink>>{sink_});
   auto runtime = memory::make_runtime(memory::parse_runtime_choice(f.string_or("device", "auto")));
   auto pool = std::make_unique<memory::KvPool>(*runtime, KvLayout(geometry, page_layout, config.capacity));
+  std::shared_ptr<offload::OffloadEngine> engine;
+  if (host_blocks != 0) {
+    engine = std::make_shared<offload::OffloadEngine>(
+        *runtime, *pool,
+        offload::OffloadConfig{.host_blocks = host_blocks,
+                               .batch_blocks = f.u32_or("offload_batch", offload::OffloadConfig{}.batch_blocks),
+                               .verify_swaps = f.boolean_or("verify_swaps", false)});
+    manager->attach_offload_engine(engine);
+  }
   Json out;
   out["backend"] = backend;
   out["capacity"] = config.capacity;
   out["block_size"] = config.block_size;
   out["device"] = memory::runtime_kind_name(runtime->kind());
   out["page_bytes"] = pool->layout().page_bytes();
+  if (host_blocks != 0) out["host_blocks"] = host_blocks;
   runtime_ = std::move(runtime);
   pool_ = std::move(pool);
+  engine_ = std::move(engine);
   manager_ = std::move(manager);
   seed_ = seed;
   return out;

@@ -115,7 +115,8 @@ Json ScriptRunner::State::op_generate(const Fields& f) {
   out["signals"] = names;
   // On capacity_exhausted the token and the signals before the stopped Use
   // stay applied; `allocate` retries the block before the next generate.
-  out["result"] = step.acquire.is_ready() ? "ready" : "capacity_exhausted";
+  out["result"] = acquire_json(step.acquire).at("result");
+  if (step.acquire.kind == g1::G1Acquire::Kind::BlockedOnOffload) out["offload"] = step.acquire.offload_id;
   out["applied"] = step.applied;
   return out;
 }

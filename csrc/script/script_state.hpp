@@ -12,6 +12,7 @@
 #include "kvtier/g1/g1_manager.hpp"
 #include "kvtier/memory/kv_pool.hpp"
 #include "kvtier/memory/runtime.hpp"
+#include "kvtier/offload/offload_engine.hpp"
 #include "kvtier/script/script_runner.hpp"
 #include "script_fields.hpp"
 
@@ -70,11 +71,19 @@ class ScriptRunner::State {
   Json op_block_table(const Fields& f);
   Json op_write(const Fields& f);
   Json op_verify(const Fields& f);
+  Json op_wait_offload(const Fields& f);
+  Json op_host_cached(const Fields& f);
+  Json op_pin_prefix(const Fields& f);
+  Json op_swap_in(const Fields& f);
+  Json op_register_swap_in(const Fields& f);
+  Json op_cancel_swap_in(const Fields& f);
+  Json op_inject_fault(const Fields& f);
 
   g1::OwnerId owner(const Fields& f, const char* name = "owner");
   UniqueBlock block(const Fields& f, const nlohmann::json& value, const std::string& what);
   std::vector<UniqueBlock> blocks(const Fields& f, const char* name);
   PositionalLineageHash plh(const Fields& f, const nlohmann::json& value, const std::string& what) const;
+  std::vector<PositionalLineageHash> plh_list(const Fields& f, const char* name) const;
   UseSignal use_signal(const Fields& f);
   ScriptSequence& sequence(const Fields& f, const char* name = "sequence");
   /// Labels every partial block of the sequence the script has not seen yet,
@@ -92,6 +101,7 @@ class ScriptRunner::State {
 
   std::unique_ptr<memory::Runtime> runtime_;
   std::unique_ptr<memory::KvPool> pool_;
+  std::shared_ptr<offload::OffloadEngine> engine_;  // reads and writes pool_'s pages: declared after it
   std::shared_ptr<RecordingEventSink> sink_ = std::make_shared<RecordingEventSink>();
   std::unique_ptr<g1::G1Manager> manager_;
   std::uint64_t seed_ = 0;  // seeds each sequence with its id, so scripts replay byte for byte
@@ -103,6 +113,8 @@ class ScriptRunner::State {
   std::map<std::string, ScriptSequence> sequences_;
   std::map<std::string, g1::DecodeReservation> decode_reservations_;
   std::map<std::string, ScriptDestination> destinations_;
+  std::map<std::string, g1::G1PrefixPins> prefix_pins_;
+  std::map<std::string, std::uint64_t> swap_ins_;  // label -> swap-in id
 };
 
 }  // namespace kvtier::script

@@ -4,6 +4,8 @@
 
 #include <sstream>
 #include <streambuf>
+#include <utility>
+#include <vector>
 
 #include "kvtier/script/script_runner.hpp"
 
@@ -34,6 +36,36 @@ TEST(ScriptRunner, LayoutAndConfigSizesThatDoNotFitIn32BitsAreRefusedNotTruncate
     EXPECT_NE(answer->at("error").get<std::string>().find("must fit in 32 bits"), std::string::npos) << init;
     EXPECT_FALSE(runner.initialized());
   }
+}
+
+TEST(ScriptRunner, OffloadSettingsWithoutATierOrOnNativeAreRefused) {
+  for (const auto& [init, message] : std::vector<std::pair<const char*, const char*>>{
+           {R"({"op":"init","backend":"native","capacity":4,"block_size":4,"device":"host","host_blocks":2})",
+            "native backend's offload tier is not available yet"},
+           {R"({"op":"init","backend":"kvbm","capacity":4,"block_size":4,"device":"host","verify_swaps":true})",
+            "need the offload tier"},
+           {R"({"op":"init","backend":"kvbm","capacity":4,"block_size":4,"device":"host","host_blocks":2,"offload_batch":0})",
+            "offload_batch must be at least one block"}}) {
+    ScriptRunner runner;
+    const auto answer = runner.run_line(init, 1);
+    ASSERT_TRUE(answer);
+    EXPECT_FALSE(answer->at("ok").get<bool>()) << init;
+    EXPECT_NE(answer->at("error").get<std::string>().find(message), std::string::npos) << answer->dump();
+    EXPECT_FALSE(runner.initialized());
+  }
+}
+
+TEST(ScriptRunner, WithoutATierTheOffloadOpsAnswerNothingMoves) {
+  ScriptRunner runner;
+  ASSERT_TRUE(runner.run_line(R"({"op":"init","backend":"kvbm","capacity":2,"block_size":4,"device":"host"})", 1)->at("ok"));
+  const auto wait = runner.run_line(R"({"op":"wait_offload"})", 2);
+  EXPECT_EQ(wait->at("completed").size(), 0U);
+  EXPECT_EQ(runner.run_line(R"({"op":"swap_in","id":"s","plhs":[1]})", 3)->at("result"), "no_hits");
+  EXPECT_EQ(runner.run_line(R"({"op":"pin_prefix","id":"p","plhs":[]})", 4)->at("result"), "miss");
+  EXPECT_FALSE(runner.run_line(R"({"op":"inject_fault","copy_batch":1})", 5)->at("ok").get<bool>());
+  const auto stats = runner.run_line(R"({"op":"stats"})", 6);
+  EXPECT_EQ(stats->at("host_capacity"), 0);
+  EXPECT_EQ(stats->at("quarantined"), 0);
 }
 
 /// A stream buffer that refuses every write, like a full disk.

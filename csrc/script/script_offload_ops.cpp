@@ -1,0 +1,132 @@
+// Script operations on the offload tier (docs/script.md "Offload"): waiting
+// for copies, G2 residency, the swap-in lifecycle and fault injection.
+#include "kvtier/core/errors.hpp"
+#include "kvtier/memory/host_runtime.hpp"
+#include "script_state.hpp"
+
+namespace kvtier::script {
+namespace {
+
+Json id_list(const std::vector<std::uint64_t>& ids) {
+  Json list = Json::array();
+  for (std::uint64_t id : ids) list.push_back(id);
+  return list;
+}
+
+}  // namespace
+
+std::vector<PositionalLineageHash> ScriptRunner::State::plh_list(const Fields& f, const char* name) const {
+  const auto& value = f.raw(name);
+  if (!value.is_array()) f.fail(std::string("field '") + name + "' must be a list");
+  std::vector<PositionalLineageHash> out;
+  for (const auto& item : value) out.push_back(plh(f, item, std::string("every entry of '") + name + "'"));
+  return out;
+}
+
+Json ScriptRunner::State::op_wait_offload(const Fields&) {
+  const std::size_t quarantined = manager_->offload_stats().quarantined;
+  const g1::TierProgress progress = manager_->collect_offloads(true);
+  Json out;
+  out["completed"] = id_list(progress.completed);
+  out["failed"] = id_list(progress.failed);
+  out["released"] = quarantined - manager_->offload_stats().quarantined;
+  return out;
+}
+
+Json ScriptRunner::State::op_host_cached(const Fields& f) {
+  Json cached = Json::array();
+  const auto& hashes = f.raw("hashes");
+  if (!hashes.is_array()) f.fail("field 'hashes' must be a list");
+  for (const auto& hash : hashes) {
+    cached.push_back(manager_->is_host_cached(SequenceHash(f.as_u64(hash, "every hash"))));
+  }
+  Json out;
+  out["cached"] = std::move(cached);
+  return out;
+}
+
+Json ScriptRunner::State::op_pin_prefix(const Fields& f) {
+  const std::string id = f.string("id");
+  if (prefix_pins_.contains(id)) f.fail("pins '" + id + "' exist already");
+  const auto plhs = plh_list(f, "plhs");
+  Json out;
+  if (auto pins = manager_->try_pin_g1_prefix(plhs)) {
+    out["result"] = "pinned";
+    out["blocks"] = pins->blocks;
+    prefix_pins_.emplace(id, *pins);
+  } else {
+    out["result"] = "miss";
+  }
+  return out;
+}
+
+Json ScriptRunner::State::op_swap_in(const Fields& f) {
+  const std::string id = f.string("id");
+  if (swap_ins_.contains(id)) f.fail("swap-in '" + id + "' exists already");
+  const auto plhs = plh_list(f, "plhs");
+  std::optional<g1::G1PrefixPins> pins;
+  std::string pins_label;
+  if (f.has("pins")) {
+    pins_label = f.string("pins");
+    const auto it = prefix_pins_.find(pins_label);
+    if (it == prefix_pins_.end()) f.fail("unknown pins '" + pins_label + "'");
+    pins = it->second;
+  }
+  const g1::SwapInStart start = manager_->try_batch_swap_in(plhs, pins);
+  if (pins) prefix_pins_.erase(pins_label);  // consumed by every answer (docs/script.md)
+  Json out;
+  switch (start.status) {
+    case g1::SwapInStatus::NoHits:
+      out["result"] = "no_hits";
+      break;
+    case g1::SwapInStatus::Scheduled:
+      out["result"] = "scheduled";
+      out["count"] = start.count;
+      swap_ins_.emplace(id, start.swap_in_id);
+      break;
+    case g1::SwapInStatus::BlockedOnG1Offload:
+      out["result"] = "blocked_on_offload";
+      out["offload"] = start.offload_id;
+      break;
+  }
+  return out;
+}
+
+Json ScriptRunner::State::op_register_swap_in(const Fields& f) {
+  const std::string id = f.string("id");
+  const auto it = swap_ins_.find(id);
+  if (it == swap_ins_.end()) f.fail("unknown swap-in '" + id + "'");
+  const g1::SwapInRegistration registration = manager_->register_completed_swap_in(it->second);
+  swap_ins_.erase(it);
+  Json out;
+  out["registered"] = registration.registered;
+  out["failed"] = registration.failed;
+  return out;
+}
+
+Json ScriptRunner::State::op_cancel_swap_in(const Fields& f) {
+  const std::string id = f.string("id");
+  const auto it = swap_ins_.find(id);
+  Json out;
+  out["cancelled"] = it != swap_ins_.end() && manager_->cancel_swap_in(it->second);
+  if (it != swap_ins_.end()) swap_ins_.erase(it);
+  return out;
+}
+
+Json ScriptRunner::State::op_inject_fault(const Fields& f) {
+  const bool copy = f.has("copy_batch");
+  if (copy == f.has("allocation")) f.fail("inject_fault needs exactly one of 'copy_batch' and 'allocation'");
+  auto* host = dynamic_cast<memory::HostRuntime*>(runtime_.get());
+  if (host == nullptr) throw ContractError("faults can be injected on the host runtime only");
+  if (copy) {
+    if (!engine_) f.fail("inject_fault copy_batch needs the offload tier (init host_blocks > 0)");
+    engine_->inject_copy_fault(f.u64("copy_batch"));
+  } else {
+    const std::uint64_t nth = f.u64("allocation");
+    if (nth == 0) f.fail("inject_fault allocation counts from 1");
+    host->inject_faults({.fail_allocation_number = nth});
+  }
+  return Json::object();
+}
+
+}  // namespace kvtier::script
