@@ -734,6 +734,14 @@ std::size_t KvbmBackend::register_swapped_in(std::uint64_t slots, std::span<cons
   return registered.size();
 }
 
+std::vector<std::pair<PageId, SequenceHash>> KvbmBackend::registered_blocks() const {
+  std::vector<std::pair<PageId, SequenceHash>> out;
+  for (std::uint32_t page = 0; page < capacity_; ++page) {
+    if (pages_[page].state == PageState::Registered) out.emplace_back(PageId(page), SequenceHash(pages_[page].hash));
+  }
+  return out;
+}
+
 void KvbmBackend::audit() const {
   std::vector<std::uint32_t> uses(capacity_, 0);
   std::size_t entries = 0;

@@ -403,4 +403,12 @@ void NativeBackend::audit() const {
   pool_.audit(holders);
 }
 
+std::vector<std::pair<PageId, SequenceHash>> NativeBackend::registered_blocks() const {
+  std::vector<std::pair<PageId, SequenceHash>> out;
+  for (std::uint32_t page = 0; page < pool_.capacity(); ++page) {
+    if (const auto hash = pool_.cached_hash(PageId(page))) out.emplace_back(PageId(page), *hash);
+  }
+  return out;
+}
+
 }  // namespace kvtier::g1

@@ -19,6 +19,14 @@ std::optional<std::uint32_t> HostBlockRegistry::resident_page(const PositionalLi
   return it->second;
 }
 
+std::vector<std::pair<std::uint32_t, SequenceHash>> HostBlockRegistry::resident_blocks() const {
+  std::vector<std::pair<std::uint32_t, SequenceHash>> out;
+  for (std::uint32_t page = 0; page < pages_.size(); ++page) {
+    if (pages_[page].state == State::Resident) out.emplace_back(page, pages_[page].block.hash);
+  }
+  return out;
+}
+
 bool HostBlockRegistry::is_resident(SequenceHash hash) const { return resident_hashes_.contains(hash.value()); }
 
 std::optional<std::uint32_t> HostBlockRegistry::reserve(g1::TieredBlock block, std::vector<SequenceHash>& evicted) {

@@ -55,6 +55,9 @@ class BlockManager {
   /// and the counts agree — and throws InvariantError naming the first broken
   /// one. O(pages + table entries): for tests and the operation harness.
   virtual void audit() const = 0;
+  /// Every hash-addressable block resident now (active or inactive) with its
+  /// page, in page order: what integrity checks walk.
+  virtual std::vector<std::pair<PageId, SequenceHash>> registered_blocks() const = 0;
 
   // Offload (docs/offload.md). The defaults are a backend without a tier:
   // nothing is quarantined, and every call that needs a tier is refused.

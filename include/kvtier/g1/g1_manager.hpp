@@ -108,6 +108,7 @@ class G1Manager {
   std::size_t metadata_bytes() const { return backend_->metadata_bytes(); }
   /// BlockManager::audit: InvariantError when the backend's state is inconsistent.
   void audit() const { backend_->audit(); }
+  std::vector<std::pair<PageId, SequenceHash>> registered_blocks() const { return backend_->registered_blocks(); }
 
   // Offload calls (docs/semantics.md §5, docs/offload.md). Without a tier they
   // answer "no engine, no hits"; a native manager refuses attach (for now).

@@ -38,6 +38,7 @@ class KvbmBackend final : public BlockManager {
   bool is_cached(SequenceHash hash) const override { return by_hash_.find(hash.value()) != kNone; }
   std::size_t metadata_bytes() const override;
   void audit() const override;
+  std::vector<std::pair<PageId, SequenceHash>> registered_blocks() const override;
 
   void attach_offload(OffloadTier* tier) override;
   void release_quarantined(std::span<const PageId> pages) override;

@@ -37,6 +37,7 @@ class NativeBackend final : public BlockManager {
   bool is_cached(SequenceHash hash) const override { return pool_.is_resident(hash); }
   std::size_t metadata_bytes() const override;
   void audit() const override;
+  std::vector<std::pair<PageId, SequenceHash>> registered_blocks() const override;
 
   const NativeBlockPool& pool() const noexcept { return pool_; }
 

@@ -44,6 +44,7 @@ class HostBlockRegistry {
   void unpin(std::uint32_t page);
   bool pinned(std::uint32_t page) const { return pages_.at(page).pins > 0; }
 
+  std::vector<std::pair<std::uint32_t, SequenceHash>> resident_blocks() const;
   const g1::TieredBlock& block(std::uint32_t page) const { return pages_.at(page).block; }
   std::uint64_t checksum(std::uint32_t page) const { return pages_.at(page).checksum; }
 

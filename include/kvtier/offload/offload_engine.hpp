@@ -59,6 +59,8 @@ class OffloadEngine final : public g1::OffloadTier {
   memory::KvPool& host_pool() noexcept { return host_pool_; }
   /// The page of G2 holding `plh`, when resident.
   std::optional<std::uint32_t> host_page(const PositionalLineageHash& plh) const { return registry_.resident_page(plh); }
+  /// Every block resident in G2 with its page, in page order.
+  std::vector<std::pair<std::uint32_t, SequenceHash>> resident_blocks() const { return registry_.resident_blocks(); }
   /// How long allocating the G2 slab took (pinning is slow; `kvtier info` reports it).
   double host_allocation_seconds() const noexcept { return allocation_seconds_; }
   /// Fails the Nth copy batch this engine submits from now (1 = the next);
