@@ -10,8 +10,8 @@ namespace kvtier::g1 {
 void G1Manager::attach_offload_engine(std::shared_ptr<OffloadTier> engine) {
   if (!engine) throw ContractError("attach_offload_engine needs an engine");
   if (tier_) throw ContractError("an offload engine is attached already");
-  backend_->attach_offload(engine.get());  // the native backend refuses here
-  engine->bind(*publisher_);
+  engine->bind(*publisher_, config_.backend);  // refuses an engine bound to another manager
+  backend_->attach_offload(engine.get());
   tier_ = std::move(engine);
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "backend_support.hpp"
 #include "kvtier/core/errors.hpp"
@@ -67,9 +68,9 @@ G1Acquire NativeBackend::use(OwnerId owner, const UseSignal& signal, std::size_t
   std::vector<SequenceHash> prefix;
   prefix.reserve(reusable);
   for (std::size_t i = 0; i < reusable; ++i) prefix.push_back(signal.blocks[i].hash());
-  auto outcome = pool_.reserve(prefix, fresh);
-  if (!outcome) return G1Acquire::capacity_exhausted();
-  publish_removed(std::move(outcome->removed));
+  G1Acquire blocked;
+  auto outcome = reserve_with_offload([&] { return pool_.reserve(prefix, fresh); }, blocked);
+  if (!outcome) return blocked.kind == G1Acquire::Kind::BlockedOnOffload ? blocked : G1Acquire::capacity_exhausted();
   commit_use(owner, signal, outcome->reservation);
   return G1Acquire::ready(signal.blocks.size());
 }
@@ -147,7 +148,15 @@ void NativeBackend::promote(OwnerId owner, const PromoteSignal& signal) {
   owned.blocks.back() = UniqueBlock::full(signal.hash);
   live_partials_.erase(signal.uuid);
   if (!caching_) return;
-  if (!pool_.cache_private(owned.pages.back(), signal.hash)) return;
+  const bool first_copy = pool_.cache_private(owned.pages.back(), signal.hash);
+  if (tier_ != nullptr) {
+    remember_for_tier(owned.pages.back(), TieredBlock{.plh = native_tier_key(signal.hash),
+                                                      .hash = signal.hash,
+                                                      .parent = signal.parent,
+                                                      .local = signal.local,
+                                                      .token_ids = signal.token_ids});
+  }
+  if (!first_copy) return;
   KvStored stored{.parent = signal.parent, .blocks = {{signal.hash, signal.local}}, .token_ids = std::nullopt};
   if (signal.token_ids) stored.token_ids = BlockTokenIds{*signal.token_ids};
   publisher_.publish_stored(StorageTier::Device, std::move(stored));
@@ -170,7 +179,19 @@ void NativeBackend::finalize_computed_prefix(OwnerId owner, std::size_t before, 
     }
     meta.pending_store = false;
     const SequenceHash hash = owned.blocks[position].hash();
-    if (!pool_.cache_private(owned.pages[position], hash)) {
+    const bool first_copy = pool_.cache_private(owned.pages[position], hash);
+    if (tier_ != nullptr) {
+      const auto ids = owned.token_ids.find(position);
+      remember_for_tier(owned.pages[position],
+                        TieredBlock{.plh = native_tier_key(hash),
+                                    .hash = hash,
+                                    .parent = meta.has_store_parent ? std::optional<SequenceHash>(SequenceHash(meta.store_parent))
+                                                                    : std::nullopt,
+                                    .local = LocalBlockHash(meta.local),
+                                    .token_ids = ids == owned.token_ids.end() ? std::nullopt
+                                                                              : std::optional<std::vector<TokenId>>(ids->second)});
+    }
+    if (!first_copy) {
       visible.push_back(VisibleBlock::run_gap());  // a duplicate copy: the hash was visible already
       continue;
     }
@@ -238,9 +259,9 @@ PrefillCost NativeBackend::prefill_cost(const ActiveSequence& sequence) const {
 
 std::optional<std::uint64_t> NativeBackend::reserve_decode_blocks(std::size_t blocks) {
   if (blocks > pool_.capacity()) return std::nullopt;
-  auto outcome = pool_.reserve_fresh(static_cast<std::uint32_t>(blocks));
+  G1Acquire blocked;  // a reservation blocked on offload answers "not now"
+  auto outcome = reserve_with_offload([&] { return pool_.reserve_fresh(static_cast<std::uint32_t>(blocks)); }, blocked);
   if (!outcome) return std::nullopt;
-  publish_removed(std::move(outcome->removed));
   const std::uint64_t id = next_reservation_id_++;
   decode_reservations_.emplace(id, std::move(outcome->reservation));
   return id;
@@ -282,9 +303,10 @@ std::optional<BlockManager::DestinationGrant> NativeBackend::reserve_destination
     }
   }
   if (prompt_blocks > pool_.capacity()) return std::nullopt;
-  auto outcome = pool_.reserve_resident_prefix(candidates, static_cast<std::uint32_t>(prompt_blocks));
+  G1Acquire blocked;
+  auto outcome = reserve_with_offload(
+      [&] { return pool_.reserve_resident_prefix(candidates, static_cast<std::uint32_t>(prompt_blocks)); }, blocked);
   if (!outcome) return std::nullopt;
-  publish_removed(std::move(outcome->removed));
   const std::size_t transferable = std::size_t{outcome->reservation.fresh} * block_size_;
   destination.reservation = std::move(outcome->reservation);
   const std::uint64_t id = next_reservation_id_++;
@@ -323,6 +345,14 @@ void NativeBackend::activate_destination(std::uint64_t reservation) {
       meta.has_local = !d.local_hashes.empty();
       meta.local = meta.has_local ? d.local_hashes[i].value() : 0;
       if (d.token_ids) owned.token_ids.emplace(i, (*d.token_ids)[i]);
+      if (tier_ != nullptr) {
+        remember_for_tier(page, TieredBlock{.plh = native_tier_key(block.hash()),
+                                            .hash = block.hash(),
+                                            .parent = i == 0 ? std::nullopt : std::optional<SequenceHash>(d.blocks[i - 1].hash()),
+                                            .local = LocalBlockHash(meta.local),
+                                            .token_ids = d.token_ids ? std::optional<std::vector<TokenId>>((*d.token_ids)[i])
+                                                                     : std::nullopt});
+      }
       if (became_visible) {
         const auto ids = owned.token_ids.find(i);
         visible.push_back(VisibleBlock{
@@ -400,6 +430,10 @@ void NativeBackend::audit() const {
   };
   for (const auto& entry : decode_reservations_) hold(entry.second);
   for (const auto& entry : destinations_) hold(entry.second.reservation);
+  for (const auto& entry : prefix_pins_) hold(entry.second);
+  for (const auto& entry : swap_in_slots_) {
+    for (const PageId page : entry.second) ++holders.refs[page.value()];
+  }
   pool_.audit(holders);
 }
 
@@ -409,6 +443,127 @@ std::vector<std::pair<PageId, SequenceHash>> NativeBackend::registered_blocks() 
     if (const auto hash = pool_.cached_hash(PageId(page))) out.emplace_back(PageId(page), *hash);
   }
   return out;
+}
+
+template <class Reserve>
+std::optional<NativeReserveOutcome> NativeBackend::reserve_with_offload(Reserve reserve, G1Acquire& blocked) {
+  for (;;) {
+    auto outcome = reserve();
+    if (!outcome) return std::nullopt;
+    publish_removed(std::exchange(outcome->removed, {}));
+    if (outcome->quarantined.empty()) return outcome;
+    std::vector<EvictedBlock> victims;
+    victims.reserve(outcome->quarantined.size());
+    for (const PrefixPin& pin : outcome->quarantined) {
+      const auto known = tier_blocks_.find(pin.page.value());
+      victims.push_back(EvictedBlock{
+          pin.page, known != tier_blocks_.end() && known->second.hash == pin.hash
+                        ? known->second
+                        : TieredBlock{native_tier_key(pin.hash), pin.hash, std::nullopt, LocalBlockHash(0), std::nullopt}});
+    }
+    const SwapOutTicket ticket = tier_->swap_out(victims);
+    for (const PrefixPin& pin : outcome->quarantined) {
+      if (std::find(ticket.quarantined.begin(), ticket.quarantined.end(), pin.page) == ticket.quarantined.end()) {
+        pool_.release_quarantined(pin.page);  // not copied: free now
+      }
+    }
+    if (!ticket.quarantined.empty()) {
+      blocked = G1Acquire{.kind = G1Acquire::Kind::BlockedOnOffload,
+                          .count = 0,
+                          .offload_id = ticket.transfer,
+                          .deadline_ms = tier_->earliest_deadline_ms().value_or(0.0)};
+      return std::nullopt;
+    }
+    // RetryNow (§5.3): every victim was filtered and its page is free; the retry takes it.
+  }
+}
+
+void NativeBackend::remember_for_tier(PageId page, const TieredBlock& block) { tier_blocks_[page.value()] = block; }
+
+void NativeBackend::attach_offload(OffloadTier* tier) {
+  if (tier_ != nullptr) throw ContractError("an offload tier is attached already");
+  tier_ = tier;
+  pool_.set_quarantine(caching_);  // without prefix caching nothing is cached, so nothing is offloaded
+}
+
+void NativeBackend::release_quarantined(std::span<const PageId> pages) {
+  for (const PageId page : pages) pool_.release_quarantined(page);
+}
+
+std::optional<std::uint64_t> NativeBackend::pin_prefix(std::span<const PositionalLineageHash> keys) {
+  std::vector<SequenceHash> hashes;
+  hashes.reserve(keys.size());
+  for (const PositionalLineageHash& key : keys) {
+    if (key.high() != 0) throw ContractError("the native backend keys blocks by sequence hash (native_tier_key)");
+    hashes.emplace_back(key.low());
+    if (!caching_ || !pool_.is_resident(hashes.back())) return std::nullopt;
+  }
+  auto outcome = pool_.reserve_exact_prefix(hashes, static_cast<std::uint32_t>(hashes.size()));
+  KVTIER_ASSERT(outcome && outcome->removed.empty(), "pinning resident blocks evicted or failed");
+  const std::uint64_t id = next_reservation_id_++;
+  prefix_pins_.emplace(id, std::move(outcome->reservation));
+  return id;
+}
+
+void NativeBackend::release_pins(std::uint64_t pins) {
+  const auto it = detail::find_reservation(prefix_pins_, pins, "prefix pin");
+  pool_.cancel(it->second);
+  prefix_pins_.erase(it);
+}
+
+BlockManager::SlotGrant NativeBackend::reserve_slots(std::size_t count) {
+  if (count > pool_.capacity()) return SlotGrant{G1Acquire::capacity_exhausted(), 0};
+  G1Acquire blocked;
+  auto outcome = reserve_with_offload([&] { return pool_.reserve_fresh(static_cast<std::uint32_t>(count)); }, blocked);
+  if (!outcome) {
+    return SlotGrant{blocked.kind == G1Acquire::Kind::BlockedOnOffload ? blocked : G1Acquire::capacity_exhausted(), 0};
+  }
+  std::vector<PageId> pages;
+  for (std::size_t i = 0; i < count; ++i) pages.push_back(pool_.allocate_private(outcome->reservation));
+  const std::uint64_t id = next_reservation_id_++;
+  swap_in_slots_.emplace(id, std::move(pages));
+  return SlotGrant{G1Acquire::ready(count), id};
+}
+
+std::span<const PageId> NativeBackend::reserved_slots(std::uint64_t slots) const {
+  const auto it = swap_in_slots_.find(slots);
+  if (it == swap_in_slots_.end()) throw ContractError("unknown slot reservation " + std::to_string(slots));
+  return it->second;
+}
+
+void NativeBackend::release_slots(std::uint64_t slots) {
+  const auto it = detail::find_reservation(swap_in_slots_, slots, "slot");
+  for (const PageId page : it->second) pool_.release(page);
+  swap_in_slots_.erase(it);
+}
+
+std::size_t NativeBackend::register_swapped_in(std::uint64_t slots, std::span<const TieredBlock> blocks) {
+  const auto it = detail::find_reservation(swap_in_slots_, slots, "slot");
+  const std::vector<PageId> pages = std::move(it->second);
+  if (blocks.size() > pages.size()) throw ContractError("more swapped-in blocks than reserved slots");
+  swap_in_slots_.erase(it);
+  std::vector<VisibleBlock> visible;
+  std::vector<PageId> registered;
+  for (std::size_t i = 0; i < pages.size(); ++i) {
+    if (i >= blocks.size() || !caching_ || pool_.is_resident(blocks[i].hash)) {
+      pool_.release(pages[i]);  // a copy G1 holds already ends the run and parents the next (§5.5)
+      visible.push_back(VisibleBlock::run_gap());
+      continue;
+    }
+    const TieredBlock& b = blocks[i];
+    pool_.cache_private(pages[i], b.hash);
+    if (tier_ != nullptr) remember_for_tier(pages[i], b);
+    visible.push_back(VisibleBlock{.gap = false,
+                                   .parent = b.parent,
+                                   .block = {b.hash, b.local},
+                                   .has_local = true,
+                                   .token_ids = b.token_ids ? &*b.token_ids : nullptr});
+    registered.push_back(pages[i]);
+  }
+  publish_visible_runs(visible);
+  // Inactive, leaf first at the LRU head, as a Deref would leave them.
+  for (auto page = registered.rbegin(); page != registered.rend(); ++page) pool_.release(*page);
+  return registered.size();
 }
 
 }  // namespace kvtier::g1

@@ -137,7 +137,24 @@ NativeReserveOutcome NativeBlockPool::commit_reservation(std::span<const PrefixP
     ++pages_[page].pins;
   }
   for (std::uint32_t i = 0; i < needed; ++i) {
-    if (auto removed = evict_one()) outcome.removed.push_back(*removed);
+    const std::uint32_t page = lru_head_;
+    const SequenceHash hash(pages_[page].hash);
+    const bool last_copy = index_.find(hash.value()) == page && pages_[page].dup_next == kNone;
+    if (!quarantine_ || !last_copy) {
+      if (auto removed = evict_one()) outcome.removed.push_back(*removed);
+      continue;
+    }
+    lru_unlink(page);
+    unlink_from_hash_chain(page);
+    pages_[page].state = PageState::Quarantined;  // keeps its hash; still one of the copies
+    ++quarantined_;
+    outcome.removed.push_back(hash);
+    outcome.quarantined.push_back({hash, PageId(page)});
+  }
+  if (!outcome.quarantined.empty()) {
+    // Not committed (docs/semantics.md §5.3): the hits go back, leaf first.
+    for (auto it = hits.rbegin(); it != hits.rend(); ++it) unpin(it->page.value());
+    return outcome;
   }
   reserved_ += fresh;
   if (copies_ + reserved_ > capacity_) throw ContractError("occupancy exceeds capacity");  // unreachable by construction
@@ -249,6 +266,15 @@ std::optional<SequenceHash> NativeBlockPool::evict_one() {
   return std::nullopt;
 }
 
+void NativeBlockPool::release_quarantined(PageId page) {
+  PageEntry& e = entry(page);
+  KVTIER_ASSERT(e.state == PageState::Quarantined,
+                "page " + std::to_string(page.value()) + " is released from quarantine but is not quarantined");
+  free_page(page.value());
+  --copies_;
+  --quarantined_;
+}
+
 bool NativeBlockPool::is_cached_page(PageId page) const { return entry(page).state == PageState::Cached; }
 
 std::vector<PageId> NativeBlockPool::inactive_order() const {
@@ -285,6 +311,7 @@ void NativeBlockPool::audit(const Holders& holders) const {
   KVTIER_ASSERT(lru_pages == inactive_len_, "the inactive list length differs from its count");
   std::uint32_t privates = 0;
   std::uint32_t cached = 0;
+  std::uint32_t quarantined = 0;
   std::size_t refs = 0;
   for (std::uint32_t page = 0; page < capacity_; ++page) {
     const PageEntry& e = pages_[page];
@@ -297,6 +324,11 @@ void NativeBlockPool::audit(const Holders& holders) const {
       case PageState::Private:
         ++privates;
         KVTIER_ASSERT(holders.refs[page] == 1 && holders.pins[page] == 0, "a private page has other than one holder" + at);
+        break;
+      case PageState::Quarantined:
+        ++quarantined;
+        KVTIER_ASSERT(holders.refs[page] == 0 && holders.pins[page] == 0 && !e.in_lru,
+                      "a quarantined page is held or inactive" + at);
         break;
       case PageState::Cached: {
         ++cached;
@@ -312,8 +344,10 @@ void NativeBlockPool::audit(const Holders& holders) const {
       }
     }
   }
-  KVTIER_ASSERT(free_pages + privates + cached == capacity_, "free + private + cached pages differ from the capacity");
-  KVTIER_ASSERT(copies_ == privates + cached && private_copies_ == privates && cached_refs_ == refs,
+  KVTIER_ASSERT(free_pages + privates + cached + quarantined == capacity_,
+                "free + private + cached + quarantined pages differ from the capacity");
+  KVTIER_ASSERT(quarantined == quarantined_, "quarantined pages differ from their count");
+  KVTIER_ASSERT(copies_ == privates + cached + quarantined && private_copies_ == privates && cached_refs_ == refs,
                 "the pool's counts differ from its pages");
   KVTIER_ASSERT(reserved_ == holders.reserved && copies_ + reserved_ <= capacity_,
                 "reserved capacity differs from the reservations or exceeds the free pages");

@@ -52,8 +52,10 @@ OffloadEngine::~OffloadEngine() {
   }
 }
 
-void OffloadEngine::bind(KvEventPublisher& publisher) {
+void OffloadEngine::bind(KvEventPublisher& publisher, g1::G1Backend backend) {
   if (publisher_ != nullptr) throw ContractError("the offload engine is attached to a manager already");
+  registry_ = HostBlockRegistry(config_.host_blocks, backend == g1::G1Backend::Kvbm ? g1::EvictionBackend::Lineage
+                                                                                  : g1::EvictionBackend::Lru);
   publisher_ = &publisher;
 }
 

@@ -210,9 +210,6 @@ Json ScriptRunner::State::op_init(const Fields& f) {
   if (backend != "native" && backend != "kvbm") f.fail("backend must be \"native\" or \"kvbm\", not \"" + backend + "\"");
   if (backend == "native" && f.has("eviction")) f.fail("eviction applies to the kvbm backend only");
   const std::uint32_t host_blocks = f.u32_or("host_blocks", 0);
-  if (host_blocks != 0 && backend == "native") {
-    f.fail("host_blocks: the native backend's offload tier is not available yet (use backend \"kvbm\")");
-  }
   if (host_blocks == 0 && (f.has("offload_batch") || f.has("verify_swaps"))) {
     f.fail("offload_batch and verify_swaps need the offload tier (host_blocks > 0)");
   }

@@ -139,13 +139,19 @@ TEST(OffloadEngineConfig, ImpossibleConfigurationsAreRefusedBeforeAllocating) {
   EXPECT_THROW(engine.inject_copy_fault(0), ContractError);
 }
 
-TEST(OffloadEngineAttach, TheNativeBackendRefusesAnEngineAndStaysUsable) {
+TEST(OffloadEngineAttach, AnEngineServesOneManagerAndAManagerOneEngine) {
   memory::HostRuntime runtime;
   memory::KvPool pool(runtime, KvLayout(KvGeometry{}, PageLayout::PageMajor, 4));
   auto engine = std::make_shared<OffloadEngine>(runtime, pool, OffloadConfig{.host_blocks = 4});
-  g1::G1Manager manager(g1::G1ManagerConfig{.capacity = 4, .block_size = 16});
-  EXPECT_THROW(manager.attach_offload_engine(engine), ContractError);
-  EXPECT_FALSE(manager.has_offload_engine());
+  g1::G1Manager first(g1::G1ManagerConfig{.capacity = 4, .block_size = 16});
+  g1::G1Manager second(g1::G1ManagerConfig{.capacity = 4, .block_size = 16});
+  first.attach_offload_engine(engine);
+  EXPECT_TRUE(first.has_offload_engine());
+  EXPECT_THROW(second.attach_offload_engine(engine), ContractError);
+  EXPECT_FALSE(second.has_offload_engine());
+  EXPECT_THROW(first.attach_offload_engine(std::make_shared<OffloadEngine>(runtime, pool, OffloadConfig{.host_blocks = 2})),
+               ContractError);
+  EXPECT_THROW(first.attach_offload_engine(nullptr), ContractError);
 }
 
 }  // namespace

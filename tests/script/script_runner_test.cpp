@@ -38,10 +38,8 @@ TEST(ScriptRunner, LayoutAndConfigSizesThatDoNotFitIn32BitsAreRefusedNotTruncate
   }
 }
 
-TEST(ScriptRunner, OffloadSettingsWithoutATierOrOnNativeAreRefused) {
+TEST(ScriptRunner, OffloadSettingsWithoutATierAreRefused) {
   for (const auto& [init, message] : std::vector<std::pair<const char*, const char*>>{
-           {R"({"op":"init","backend":"native","capacity":4,"block_size":4,"device":"host","host_blocks":2})",
-            "native backend's offload tier is not available yet"},
            {R"({"op":"init","backend":"kvbm","capacity":4,"block_size":4,"device":"host","verify_swaps":true})",
             "need the offload tier"},
            {R"({"op":"init","backend":"kvbm","capacity":4,"block_size":4,"device":"host","host_blocks":2,"offload_batch":0})",

@@ -39,6 +39,16 @@ class NativeBackend final : public BlockManager {
   void audit() const override;
   std::vector<std::pair<PageId, SequenceHash>> registered_blocks() const override;
 
+  void attach_offload(OffloadTier* tier) override;
+  void release_quarantined(std::span<const PageId> pages) override;
+  std::size_t quarantined() const override { return pool_.quarantined(); }
+  std::optional<std::uint64_t> pin_prefix(std::span<const PositionalLineageHash> keys) override;
+  void release_pins(std::uint64_t pins) override;
+  SlotGrant reserve_slots(std::size_t count) override;
+  std::span<const PageId> reserved_slots(std::uint64_t slots) const override;
+  void release_slots(std::uint64_t slots) override;
+  std::size_t register_swapped_in(std::uint64_t slots, std::span<const TieredBlock> blocks) override;
+
   const NativeBlockPool& pool() const noexcept { return pool_; }
 
  private:
@@ -84,6 +94,14 @@ class NativeBackend final : public BlockManager {
   void promote(OwnerId owner, const PromoteSignal& signal);
   const OwnerTable& table(OwnerId owner) const;
   void publish_removed(std::vector<SequenceHash> removed);
+  /// A pool reservation that hands its evicted last copies to the offload
+  /// tier (docs/offload.md): nullopt with `blocked` set when a copy now reads
+  /// some of them, nullopt alone when capacity is exhausted. Removed events
+  /// of the evictions are published either way.
+  template <class Reserve>
+  std::optional<NativeReserveOutcome> reserve_with_offload(Reserve reserve, G1Acquire& blocked);
+  /// What the tier must know of a cached page's block when it is evicted.
+  void remember_for_tier(PageId page, const TieredBlock& block);
   void publish_visible_runs(const std::vector<VisibleBlock>& visible);
 
   std::uint32_t block_size_;
@@ -95,6 +113,10 @@ class NativeBackend final : public BlockManager {
   std::unordered_map<std::uint64_t, NativeReservation> decode_reservations_;
   std::unordered_map<std::uint64_t, Destination> destinations_;
   std::uint64_t next_reservation_id_ = 1;
+  OffloadTier* tier_ = nullptr;
+  std::unordered_map<std::uint32_t, TieredBlock> tier_blocks_;  // by page; only with a tier, overwritten on reuse
+  std::unordered_map<std::uint64_t, NativeReservation> prefix_pins_;
+  std::unordered_map<std::uint64_t, std::vector<PageId>> swap_in_slots_;  // private pages no table holds yet
 };
 
 }  // namespace kvtier::g1

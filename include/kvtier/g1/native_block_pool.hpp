@@ -28,6 +28,10 @@ struct NativeReserveOutcome {
   NativeReservation reservation;
   /// Hashes whose last resident copy was evicted to make room, in eviction order.
   std::vector<SequenceHash> removed;
+  /// With quarantine on: the evicted last copies, now Quarantined (their pages
+  /// keep their bytes). When not empty the reservation did NOT commit: only
+  /// the evictions happened (docs/offload.md); `reservation` is empty.
+  std::vector<PrefixPin> quarantined;
 };
 
 /// vLLM's block pool (Dynamo's `VllmBlockPool`, docs/semantics.md §2.2) over physical pages:
@@ -80,7 +84,14 @@ class NativeBlockPool {
   /// and returns the unconsumed fresh capacity.
   void cancel(NativeReservation& reservation) noexcept;
   /// Evicts the LRU head; returns its hash when that was the hash's last copy.
+  /// (Never quarantines: quarantine applies to reservations.)
   std::optional<SequenceHash> evict_one();
+  /// On: a reservation's eviction of a hash's last copy quarantines its page
+  /// (an offload copy will read it) instead of freeing it.
+  void set_quarantine(bool on) noexcept { quarantine_ = on; }
+  /// A quarantined page's copy has stopped: the page is free again.
+  void release_quarantined(PageId page);
+  std::uint32_t quarantined() const noexcept { return quarantined_; }
 
   std::uint32_t capacity() const noexcept { return capacity_; }
   std::uint32_t copies() const noexcept { return copies_; }
@@ -112,7 +123,7 @@ class NativeBlockPool {
 
  private:
   static constexpr std::uint32_t kNone = 0xFFFFFFFFU;
-  enum class PageState : std::uint8_t { Free, Private, Cached };
+  enum class PageState : std::uint8_t { Free, Private, Cached, Quarantined };
   struct PageEntry {
     std::uint64_t hash = 0;
     std::uint32_t refs = 0;
@@ -152,6 +163,8 @@ class NativeBlockPool {
   std::uint32_t inactive_len_ = 0;
   std::size_t cached_refs_ = 0;
   std::size_t private_copies_ = 0;
+  std::uint32_t quarantined_ = 0;  // counted in copies_: not free, not in the LRU
+  bool quarantine_ = false;
 };
 
 }  // namespace kvtier::g1

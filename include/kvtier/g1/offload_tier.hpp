@@ -13,8 +13,16 @@
 #include "kvtier/core/kv_event_publisher.hpp"
 #include "kvtier/core/lineage_hash.hpp"
 #include "kvtier/core/strong_id.hpp"
+#include "kvtier/g1/g1_types.hpp"
 
 namespace kvtier::g1 {
+
+/// The tier key of a native block: the native backend keys blocks by
+/// sequence hash, carried whole in the key's low word (KVBM keys by the
+/// block's positional lineage hash).
+inline PositionalLineageHash native_tier_key(SequenceHash hash) noexcept {
+  return PositionalLineageHash::from_raw(0, hash.value());
+}
 
 /// A registered block as the tiers remember it (docs/semantics.md §5.2): what
 /// a HostPinned Stored and a swap-in registration need.
@@ -69,8 +77,9 @@ class OffloadTier {
   virtual ~OffloadTier() = default;
 
   /// Called once when a manager attaches the tier: HostPinned events go to
-  /// the manager's publisher, so ids stay one sequence.
-  virtual void bind(KvEventPublisher& publisher) = 0;
+  /// the manager's publisher, so ids stay one sequence; the backend picks the
+  /// tier's eviction (KVBM: Lineage by PLH, §5.1; native: LRU, §5.6).
+  virtual void bind(KvEventPublisher& publisher, G1Backend backend) = 0;
   /// The eviction site: copies the victims not resident or landing already
   /// (presence filter) into reserved tier pages, in batches, and answers which
   /// sources it now reads. Victims it cannot take (no room) are dropped.

@@ -42,7 +42,7 @@ class OffloadEngine final : public g1::OffloadTier {
   OffloadEngine(const OffloadEngine&) = delete;
   OffloadEngine& operator=(const OffloadEngine&) = delete;
 
-  void bind(KvEventPublisher& publisher) override;
+  void bind(KvEventPublisher& publisher, g1::G1Backend backend) override;
   g1::SwapOutTicket swap_out(std::span<const g1::EvictedBlock> victims) override;
   g1::TierProgress poll(bool wait) override;
   std::optional<double> earliest_deadline_ms() const override;
