@@ -2,7 +2,7 @@
 // (swap-out, device to host) and back (swap-in), for page sizes 4 KiB to 2 MiB
 // and batches of 1 to 4096 pages. Each copy path runs next to the link's
 // ceiling measured in the same run: one copy of the same bytes, contiguous on
-// both sides. Paths:
+// both sides, timed in every iteration right after the path. Paths:
 //   per_page  one Stream::copy_async call per page (what a naive engine does)
 //   batched   one batched submission of every page (the engine's copy)
 //   engine    the OffloadEngine itself: swap_out of N evicted blocks + poll,
@@ -88,15 +88,7 @@ struct SwapFixture {
     done.synchronize();
     return seconds_since(start);
   }
-  /// Best of a few: the link's ceiling in this run.
-  double ceiling_gbps(bool swap_out) {
-    double best = 0.0;
-    for (int i = 0; i < 5; ++i) {
-      const double t = time_copies(swap_out ? ceiling_out : ceiling_in, false);
-      best = std::max(best, static_cast<double>(bytes) / t / 1e9);
-    }
-    return best;
-  }
+  double time_ceiling(bool swap_out) { return time_copies(swap_out ? ceiling_out : ceiling_in, false); }
 
   memory::KvPool g1;
   memory::KvPool g2;
@@ -109,8 +101,12 @@ struct SwapFixture {
 
 enum class Path { PerPage, Batched, Engine };
 
-void report(benchmark::State& state, double bytes_per_iteration, double seconds, double ceiling) {
-  const double gbps = bytes_per_iteration * static_cast<double>(state.iterations()) / seconds / 1e9;
+/// `seconds` and `ceiling_seconds` summed over the same iterations,
+/// interleaved, so both saw the same machine.
+void report(benchmark::State& state, double bytes_per_iteration, double seconds, double ceiling_seconds) {
+  const double bytes = bytes_per_iteration * static_cast<double>(state.iterations());
+  const double gbps = bytes / seconds / 1e9;
+  const double ceiling = bytes / ceiling_seconds / 1e9;
   state.counters["GBps"] = gbps;
   state.counters["ceiling_GBps"] = ceiling;
   state.counters["of_ceiling"] = ceiling > 0.0 ? gbps / ceiling : 0.0;
@@ -122,8 +118,8 @@ void BM_Swap(benchmark::State& state, Path path, bool swap_out) {
   const auto page_bytes = static_cast<std::size_t>(state.range(0));
   const auto batch = static_cast<std::size_t>(state.range(1));
   SwapFixture f(page_bytes, batch);
-  const double ceiling = f.ceiling_gbps(swap_out);
   double seconds = 0.0;
+  double ceiling_seconds = 0.0;
   if (path == Path::Engine) {
     // The real swap-out path: registry, presence filter, reservation, batched
     // submission, event, landing. Each iteration offloads a fresh set of blocks.
@@ -145,6 +141,7 @@ void BM_Swap(benchmark::State& state, Path path, bool swap_out) {
                                                          .local = kvtier::LocalBlockHash(0),
                                                          .token_ids = std::nullopt}});
       }
+      ceiling_seconds += f.time_ceiling(true);
       state.ResumeTiming();
       const auto start = std::chrono::steady_clock::now();
       const auto ticket = engine->swap_out(victims);
@@ -156,9 +153,14 @@ void BM_Swap(benchmark::State& state, Path path, bool swap_out) {
       }
     }
   } else {
-    for (auto _ : state) seconds += f.time_copies(swap_out ? f.out : f.in, path == Path::PerPage);
+    for (auto _ : state) {
+      seconds += f.time_copies(swap_out ? f.out : f.in, path == Path::PerPage);
+      state.PauseTiming();
+      ceiling_seconds += f.time_ceiling(swap_out);
+      state.ResumeTiming();
+    }
   }
-  report(state, static_cast<double>(f.bytes), seconds, ceiling);
+  report(state, static_cast<double>(f.bytes), seconds, ceiling_seconds);
 }
 
 void swap_args(benchmark::internal::Benchmark* b) {

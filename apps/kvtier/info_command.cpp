@@ -1,11 +1,13 @@
 #include "info_command.hpp"
 
+#include <chrono>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "kvtier/core/kv_layout.hpp"
+#include "kvtier/memory/kv_pool.hpp"
 #include "kvtier/memory/runtime_factory.hpp"
 
 namespace kvtier::cli {
@@ -20,6 +22,7 @@ struct InfoOptions {
   std::uint32_t head_dim = 128;
   std::uint32_t block_size = 16;
   std::uint32_t capacity = 16384;
+  std::uint32_t host_blocks = 0;  // > 0: allocate a G2 slab of this many pages and time it
   bool json = false;
 };
 
@@ -51,6 +54,17 @@ nlohmann::json describe(const InfoOptions& options) {
         {"capacity", layout.capacity()},
         {"slab_bytes", layout.slab_bytes()}}},
   };
+  if (options.host_blocks > 0) {
+    // What the offload engine does once at start: pinned, page-major, in pieces of at most 64 GiB.
+    const KvLayout host_layout(geometry, PageLayout::PageMajor, options.host_blocks);
+    const auto start = std::chrono::steady_clock::now();
+    const memory::KvPool host(*runtime, host_layout, memory::PoolMemory::PinnedHost);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    out["host_tier"] = {{"blocks", options.host_blocks},
+                        {"bytes", host_layout.slab_bytes()},
+                        {"pieces", host.pieces()},
+                        {"allocation_seconds", seconds}};
+  }
   if (runtime->kind() == memory::RuntimeKind::Cuda) {
     out["device"]["compute_capability"] =
         std::to_string(device.compute_capability_major) + "." + std::to_string(device.compute_capability_minor);
@@ -76,6 +90,12 @@ void print_text(const nlohmann::json& info) {
             << layout["chunk_bytes"] << " bytes)\n"
             << "slab:     " << layout["capacity"] << " pages = " << gib(layout["slab_bytes"].get<std::size_t>())
             << " GiB\n";
+  if (info.contains("host_tier")) {
+    const auto& host = info["host_tier"];
+    std::cout << "G2 tier:  " << host["blocks"] << " pinned pages = " << gib(host["bytes"].get<std::size_t>())
+              << " GiB in " << host["pieces"] << " allocation(s), allocated in " << host["allocation_seconds"].get<double>()
+              << " s\n";
+  }
 }
 
 }  // namespace
@@ -91,6 +111,8 @@ void add_info_command(CLI::App& app, int& exit_code) {
   info->add_option("--head-dim", options->head_dim)->capture_default_str();
   info->add_option("--block-size", options->block_size, "tokens per block")->capture_default_str();
   info->add_option("--capacity", options->capacity, "G1 pages")->capture_default_str();
+  info->add_option("--host-blocks", options->host_blocks, "G2 pages to allocate (pinned) and time; 0 = none")
+      ->capture_default_str();
   info->add_flag("--json", options->json, "print one JSON object");
   info->callback([options, &exit_code] {
     try {

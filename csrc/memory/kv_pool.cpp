@@ -19,15 +19,28 @@ const KvLayout& checked(const KvLayout& layout) {
 
 }  // namespace
 
-KvPool::KvPool(Runtime& runtime, KvLayout layout, PoolMemory memory)
+KvPool::KvPool(Runtime& runtime, KvLayout layout, PoolMemory memory, std::size_t max_piece_bytes)
     : runtime_(&runtime), layout_(checked(layout)), memory_(memory), stream_(runtime.create_stream()) {
   if (memory == PoolMemory::Device) {
     device_slab_ = runtime.allocate_device(layout_.slab_bytes());
     base_ = device_slab_.bytes_data();
-  } else {
+    return;
+  }
+  if (layout_.slab_bytes() <= max_piece_bytes) {
     host_slab_ = runtime.allocate_pinned(layout_.slab_bytes());
     base_ = host_slab_.bytes_data();
+    return;
   }
+  if (layout_.layout() != PageLayout::PageMajor) {
+    throw ConfigError("a pinned slab larger than one allocation must be page-major: " + layout_.describe());
+  }
+  if (layout_.page_bytes() > max_piece_bytes) throw ConfigError("one page is larger than a pinned allocation may be");
+  pages_per_piece_ = static_cast<std::uint32_t>(std::min<std::size_t>(max_piece_bytes / layout_.page_bytes(), capacity()));
+  for (std::uint32_t first = 0; first < capacity(); first += pages_per_piece_) {
+    const std::uint32_t pages = std::min(pages_per_piece_, capacity() - first);
+    host_pieces_.push_back(runtime.allocate_pinned(std::size_t{pages} * layout_.page_bytes()));
+  }
+  base_ = host_pieces_.front().bytes_data();
 }
 
 std::byte* KvPool::chunk_address(PageId page, std::uint32_t chunk) const {
@@ -36,7 +49,9 @@ std::byte* KvPool::chunk_address(PageId page, std::uint32_t chunk) const {
                         " is outside the pool (" + std::to_string(capacity()) + " pages of " +
                         std::to_string(layout_.chunks_per_page()) + " chunks)");
   }
-  return slab() + layout_.chunk_offset(page.value(), chunk);
+  if (host_pieces_.empty()) return slab() + layout_.chunk_offset(page.value(), chunk);
+  const std::uint32_t in_piece = page.value() % pages_per_piece_;
+  return host_pieces_[page.value() / pages_per_piece_].bytes_data() + layout_.chunk_offset(in_piece, chunk);
 }
 
 void KvPool::check_pages(std::span<const PageId> pages, std::span<const std::uint64_t> identities) const {
@@ -65,7 +80,7 @@ std::vector<CopyDescriptor> KvPool::page_copies(std::span<const PageId> pages, b
   for (std::size_t slot = 0; slot < pages.size(); ++slot) {
     for (std::uint32_t chunk = 0; chunk < layout_.chunks_per_page(); ++chunk) {
       std::byte* staged = staging_.bytes_data() + slot * layout_.page_bytes() + chunk * layout_.chunk_bytes();
-      std::byte* device = slab() + layout_.chunk_offset(pages[slot].value(), chunk);
+      std::byte* device = chunk_address(pages[slot], chunk);
       copies.push_back(to_device ? CopyDescriptor{staged, device, layout_.chunk_bytes()}
                                  : CopyDescriptor{device, staged, layout_.chunk_bytes()});
     }

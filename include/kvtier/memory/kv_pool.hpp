@@ -20,15 +20,24 @@ enum class PoolMemory : std::uint8_t { Device, PinnedHost };
 /// pattern helpers, which tests and the CLI use to prove bytes survive moves.
 class KvPool {
  public:
+  /// One pinned allocation is at most this large: a huge one fails or takes minutes.
+  static constexpr std::size_t kMaxPinnedPieceBytes = std::size_t{64} << 30;
+
   /// Allocates the slab (zero-filled); throws on allocation failure (nothing is kept).
-  KvPool(Runtime& runtime, KvLayout layout, PoolMemory memory = PoolMemory::Device);
+  /// A page-major pinned-host slab larger than `max_piece_bytes` is allocated
+  /// in pieces of whole pages, each at most that large.
+  KvPool(Runtime& runtime, KvLayout layout, PoolMemory memory = PoolMemory::Device,
+         std::size_t max_piece_bytes = kMaxPinnedPieceBytes);
 
   const KvLayout& layout() const noexcept { return layout_; }
   std::uint32_t capacity() const noexcept { return layout_.capacity(); }
   Runtime& runtime() const noexcept { return *runtime_; }
   PoolMemory memory() const noexcept { return memory_; }
-  /// Base of the slab (device memory on CUDA for a Device pool).
+  /// Base of the slab (device memory on CUDA for a Device pool); with more
+  /// than one piece, the base of the first: address pages with chunk_address.
   std::byte* slab() const noexcept { return base_; }
+  /// Separate allocations holding the slab (1 unless a pinned slab was split).
+  std::size_t pieces() const noexcept { return host_pieces_.empty() ? 1 : host_pieces_.size(); }
   /// Device address of one chunk of a page; throws ContractError when out of range.
   std::byte* chunk_address(PageId page, std::uint32_t chunk) const;
 
@@ -50,6 +59,8 @@ class KvPool {
   PoolMemory memory_;
   DeviceBuffer device_slab_;  // one of the two holds the slab
   PinnedBuffer host_slab_;
+  std::vector<PinnedBuffer> host_pieces_;  // a split pinned slab: whole pages each
+  std::uint32_t pages_per_piece_ = 0;
   std::byte* base_ = nullptr;
   Stream stream_;
   PinnedBuffer staging_;
