@@ -92,8 +92,9 @@ SwapInStart G1Manager::try_batch_swap_in(std::span<const PositionalLineageHash> 
 bool G1Manager::cancel_swap_in(std::uint64_t swap_in_id) {
   const auto it = swap_ins_.find(swap_in_id);
   if (it == swap_ins_.end() || it->second.cancelled) return false;
+  // Reaped by the next collect_offloads, once its copy has stopped (§5.5: at
+  // the next tick), never here: what a cancel frees does not depend on timing.
   it->second.cancelled = true;
-  reap_cancelled_swap_ins();  // at once when its copy has stopped already
   return true;
 }
 

@@ -20,10 +20,13 @@ class StoredRuns {
   explicit StoredRuns(KvEventPublisher& publisher) : publisher_(publisher) {}
   void add(std::optional<SequenceHash> parent, SequenceHash hash, std::uint64_t local,
            const std::vector<TokenId>* token_ids) {
+    // A Use gives token ids for all its blocks or none; a swap-in's blocks come
+    // from several Uses, so a run splits where their presence changes.
+    if (!run_.blocks.empty() && run_.token_ids.has_value() != (token_ids != nullptr)) gap();
     if (run_.blocks.empty()) {
       run_.parent = parent;
       run_.token_ids.reset();
-      if (token_ids) run_.token_ids.emplace();  // one Use gives token ids for all its blocks or none
+      if (token_ids) run_.token_ids.emplace();
     }
     if (run_.token_ids && token_ids) run_.token_ids->push_back(*token_ids);
     run_.blocks.push_back({hash, LocalBlockHash(local)});

@@ -380,8 +380,12 @@ void NativeBackend::cancel_destination(std::uint64_t reservation) {
 }
 
 G1Metrics NativeBackend::metrics() const {
+  // Swap-in destination pages are private copies that no table holds yet:
+  // active pages, but not references (as KVBM's held slots).
+  std::size_t slot_pages = 0;
+  for (const auto& entry : swap_in_slots_) slot_pages += entry.second.size();
   return G1Metrics{.active_blocks = pool_.active_blocks(),
-                   .active_block_refs = pool_.active_block_refs(),
+                   .active_block_refs = pool_.active_block_refs() - slot_pages,
                    .inactive_blocks = pool_.inactive_len(),
                    .capacity = pool_.capacity()};
 }

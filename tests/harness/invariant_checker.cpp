@@ -38,7 +38,11 @@ std::optional<std::string> InvariantChecker::check_events(const nlohmann::ordere
       return "event id " + event.at("id").dump() + " where " + std::to_string(next_event_id_) + " was next";
     }
     ++next_event_id_;
-    if (event.at("tier") != "device") return "an event of tier " + event.at("tier").dump() + " without an offload tier";
+    if (event.at("tier") == "host_pinned") {
+      if (auto broken = check_host_event(event)) return broken;
+      continue;
+    }
+    if (event.at("tier") != "device") return "an event of tier " + event.at("tier").dump();
     if (event.at("type") == "stored") {
       for (const auto& block : event.at("blocks")) {
         const std::uint64_t hash = block.at("hash").get<std::uint64_t>();
@@ -66,6 +70,26 @@ std::optional<std::string> InvariantChecker::check_events(const nlohmann::ordere
   return std::nullopt;
 }
 
+std::optional<std::string> InvariantChecker::check_host_event(const nlohmann::ordered_json& event) {
+  // G2 stores one block per event and removes what it stored: it keys by
+  // lineage, so a hash named under two lineage hashes may be held twice.
+  if (event.at("type") == "stored") {
+    if (event.at("blocks").size() != 1) return "a HostPinned Stored of other than one block";
+    const std::uint64_t hash = event.at("blocks").at(0).at("hash").get<std::uint64_t>();
+    host_seen_.insert(hash);
+    if (!host_stored_.insert(hash).second && consistent_) return "HostPinned Stored of hash " + std::to_string(hash) + " twice";
+    return std::nullopt;
+  }
+  for (const auto& value : event.at("hashes")) {
+    const std::uint64_t hash = value.get<std::uint64_t>();
+    host_seen_.insert(hash);
+    if (host_stored_.erase(hash) == 0 && consistent_) {
+      return "HostPinned Removed of hash " + std::to_string(hash) + " that G2 did not store";
+    }
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> InvariantChecker::check_state(const script::ScriptRunner& runner) {
   const g1::G1Manager& manager = *runner.manager();
   try {
@@ -79,8 +103,17 @@ std::optional<std::string> InvariantChecker::check_state(const script::ScriptRun
                                                                        : " is cached but the events removed it");
     }
   }
+  for (const std::uint64_t hash : host_seen_) {
+    if (consistent_ && manager.is_host_cached(SequenceHash(hash)) != host_stored_.contains(hash)) {
+      return "hash " + std::to_string(hash) + (host_stored_.contains(hash) ? " is stored in G2 by the events but not resident"
+                                                                            : " is resident in G2 but the events removed it");
+    }
+  }
+  if (!manager.has_offload_engine() && !host_seen_.empty()) return "HostPinned events without an offload tier";
   const g1::G1Metrics metrics = manager.metrics();
   if (metrics.active_blocks + metrics.inactive_blocks > manager.max_capacity()) return "active + inactive exceed capacity";
+  const g1::OffloadStats offload = manager.offload_stats();
+  if (offload.tier.used > offload.tier.capacity) return "G2 holds more blocks than its capacity";
   std::size_t entries = 0;
   conflicted_.clear();
   std::map<std::uint32_t, UniqueBlock> holder;  // page -> the block a table lists on it

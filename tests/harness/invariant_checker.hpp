@@ -37,6 +37,7 @@ class InvariantChecker {
   };
   std::optional<std::string> check_answer(const nlohmann::ordered_json& answer);
   std::optional<std::string> check_events(const nlohmann::ordered_json& events);
+  std::optional<std::string> check_host_event(const nlohmann::ordered_json& event);
   std::optional<std::string> check_state(const script::ScriptRunner& runner);
   std::optional<std::string> check_bytes(const script::ScriptRunner& runner, const std::string& line, bool ok);
 
@@ -45,6 +46,8 @@ class InvariantChecker {
   std::uint64_t next_event_id_ = 0;
   std::set<std::uint64_t> stored_;  // device-tier hashes a Stored made visible, not Removed since
   std::set<std::uint64_t> seen_;    // every hash an event named
+  std::set<std::uint64_t> host_stored_;  // HostPinned: resident in G2 by the events
+  std::set<std::uint64_t> host_seen_;
   std::map<std::string, Written> written_;  // owner label -> its table when last written
 };
 

@@ -1,5 +1,7 @@
 #include "harness/random_operations.hpp"
 
+#include <tuple>
+
 #include "kvtier/g1/g1_manager.hpp"
 
 namespace kvtier::harness {
@@ -186,6 +188,73 @@ RandomOperations::Json RandomOperations::sequence() {
   return op;
 }
 
+RandomOperations::Json RandomOperations::chain_keys(std::uint64_t chain, std::uint64_t first,
+                                                   std::uint64_t count) const {
+  Json keys = Json::array();
+  for (std::uint64_t i = 0; i < count && first + i <= kChainLength; ++i) {
+    const std::uint64_t hash = chain_hash(chain, first + i);
+    keys.push_back(config_.backend == "kvbm" ? plh(hash) : Json(hash));
+  }
+  return keys;
+}
+
+RandomOperations::Json RandomOperations::offload(const script::ScriptRunner& runner) {
+  // Mostly start where something is: a block resident in G2 (swap-in) or in G1 (pins).
+  const auto resident = [&](bool host) {
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> found;  // chain, index
+    for (std::uint64_t chain = 0; chain < kChains; ++chain) {
+      for (std::uint64_t index = 1; index <= kChainLength; ++index) {
+        const SequenceHash hash(chain_hash(chain, index));
+        if (host ? runner.manager()->is_host_cached(hash) : runner.manager()->is_cached(hash)) {
+          found.emplace_back(chain, index);
+        }
+      }
+    }
+    return found;
+  };
+  Json op;
+  const std::uint64_t roll = pick(100);
+  if (roll < 30) {
+    op["op"] = "wait_offload";
+  } else if (roll < 38) {
+    op["op"] = "host_cached";
+    op["hashes"] = {chain_hash(pick(kChains), 1 + pick(kChainLength))};
+  } else if (roll < 50) {
+    op["op"] = "pin_prefix";
+    op["id"] = chance(5) && !pins_.empty() ? one_of(pins_) : fresh_name('q');  // a label in use: refused
+    const auto in_g1 = resident(false);
+    if (chance(25)) {
+      op["plhs"] = Json::array();
+    } else if (!in_g1.empty() && chance(75)) {
+      const auto [chain, index] = one_of(in_g1);
+      const std::uint64_t first = 1 + pick(index);
+      op["plhs"] = chain_keys(chain, first, index - first + 1);
+    } else {
+      op["plhs"] = chain_keys(pick(kChains), 1, 1 + pick(3));
+    }
+  } else if (roll < 72) {
+    // A chain's blocks after a prefix: the prefix pinned in G1, the rest from G2.
+    const auto in_g2 = resident(true);
+    std::uint64_t chain = pick(kChains);
+    std::uint64_t first = 1 + pick(4);
+    if (!in_g2.empty() && chance(80)) std::tie(chain, first) = one_of(in_g2);
+    op["op"] = "swap_in";
+    op["id"] = fresh_name('w');
+    op["plhs"] = chain_keys(chain, first, 1 + pick(4));
+    if (!pins_.empty() && chance(60)) op["pins"] = one_of(pins_);
+  } else if (roll < 86) {
+    op["op"] = "register_swap_in";
+    op["id"] = swap_ins_.empty() || chance(5) ? "wnone" : one_of(swap_ins_);
+  } else if (roll < 95) {
+    op["op"] = "cancel_swap_in";
+    op["id"] = swap_ins_.empty() || chance(5) ? "wnone" : one_of(swap_ins_);
+  } else {
+    op["op"] = "inject_fault";
+    op["copy_batch"] = 1 + pick(3);
+  }
+  return op;
+}
+
 std::string RandomOperations::malformed() {
   static const std::vector<std::string> kLines = {
       R"({"op":"use","owner":"a","blocks":[1])",
@@ -207,6 +276,7 @@ std::string RandomOperations::malformed() {
 
 std::string RandomOperations::next(const script::ScriptRunner& runner) {
   Json op;
+  if (config_.host_blocks > 0 && chance(12)) return offload(runner).dump();
   const std::uint64_t roll = pick(100);
   if (roll < 17) {
     op = use(runner);
@@ -260,6 +330,8 @@ std::string RandomOperations::next(const script::ScriptRunner& runner) {
   } else if (roll < 94) {
     op["op"] = chance(75) ? "write" : (chance(50) ? "verify" : "block_table");
     op["owner"] = owner_label(runner);
+  } else if (roll < 98 && (config_.host_blocks > 0 || chance(10))) {
+    op = offload(runner);
   } else {
     return malformed();
   }
@@ -294,6 +366,13 @@ void RandomOperations::observe(const std::string& line, const nlohmann::ordered_
   } else if (name == "reserve_destination" && answer.value("result", "") == "ready") {
     destinations_.push_back(op["id"]);
     destination_sequences_[op["id"]] = op["sequence"];
+  } else if (name == "pin_prefix" && answer.value("result", "") == "pinned") {
+    pins_.push_back(op["id"]);
+  } else if (name == "swap_in") {
+    if (op.contains("pins")) erase(pins_, op["pins"]);  // consumed by every answer
+    if (answer.value("result", "") == "scheduled") swap_ins_.push_back(op["id"]);
+  } else if (name == "register_swap_in" || name == "cancel_swap_in") {
+    erase(swap_ins_, op["id"]);
   } else if (name == "activate_destination" || name == "cancel_destination") {
     erase(destinations_, op["reservation"]);
     if (name == "activate_destination") {

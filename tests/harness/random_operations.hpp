@@ -49,6 +49,12 @@ class RandomOperations {
   Json promote(const script::ScriptRunner& runner);
   Json finalize(const script::ScriptRunner& runner);
   Json sequence();
+  /// An offload op: wait_offload, host_cached, pin_prefix, swap_in,
+  /// register_swap_in, cancel_swap_in, inject_fault.
+  Json offload(const script::ScriptRunner& runner);
+  /// `count` consecutive blocks of a chain, from `first`, as `plhs` entries
+  /// (lineage hashes on KVBM, plain hashes on native).
+  Json chain_keys(std::uint64_t chain, std::uint64_t first, std::uint64_t count) const;
   std::string malformed();
 
   TrialConfig config_;
@@ -64,6 +70,8 @@ class RandomOperations {
   std::vector<std::string> decode_reservations_;
   std::vector<std::string> destinations_;
   std::map<std::string, std::string> destination_sequences_;
+  std::vector<std::string> pins_;      // live pin_prefix labels
+  std::vector<std::string> swap_ins_;  // scheduled swap-in labels
   std::uint64_t next_name_ = 0;
 };
 

@@ -19,6 +19,11 @@ TrialConfig TrialConfig::from_seed(std::uint64_t seed) {
   config.layout_kind = pick(2) == 0 ? "page-major" : "layer-major";
   static const char* const kDtypes[] = {"bf16", "fp16", "fp32", "fp8"};
   config.dtype = kDtypes[pick(4)];
+  if (pick(3) != 0) {
+    config.host_blocks = 1 + pick(8);
+    config.offload_batch = 1 + pick(3);
+    config.verify_swaps = pick(2) == 0;
+  }
   return config;
 }
 
@@ -32,6 +37,11 @@ std::string TrialConfig::init_line() const {
   init["prefix_caching"] = prefix_caching;
   init["device"] = "host";
   init["seed"] = seed;
+  if (host_blocks > 0) {
+    init["host_blocks"] = host_blocks;
+    init["offload_batch"] = offload_batch;
+    init["verify_swaps"] = verify_swaps;
+  }
   init["layout"] = {{"layers", 1}, {"kv_heads", 1}, {"head_dim", 8}, {"dtype", dtype}, {"kind", layout_kind}};
   return init.dump();
 }
@@ -39,7 +49,10 @@ std::string TrialConfig::init_line() const {
 std::string TrialConfig::describe() const {
   return "seed " + std::to_string(seed) + ": " + backend + (backend == "kvbm" ? "/" + eviction : "") + ", capacity " +
          std::to_string(capacity) + ", block size " + std::to_string(block_size) + ", caching " +
-         (prefix_caching ? "on" : "off") + ", " + layout_kind + " " + dtype;
+         (prefix_caching ? "on" : "off") + ", " + layout_kind + " " + dtype +
+         (host_blocks > 0 ? ", G2 " + std::to_string(host_blocks) + " blocks (batch " + std::to_string(offload_batch) +
+                                (verify_swaps ? ", verified)" : ")")
+                          : "");
 }
 
 }  // namespace kvtier::harness

@@ -15,9 +15,13 @@ struct TrialConfig {
   bool prefix_caching = true;
   std::string layout_kind = "page-major";  // page-major | layer-major
   std::string dtype = "bf16";
+  std::uint32_t host_blocks = 0;  // 0: no offload tier
+  std::uint32_t offload_batch = 1;
+  bool verify_swaps = false;
 
   /// Small capacities (so eviction and exhaustion happen often), both
-  /// backends, every policy, caching on and off, both layouts.
+  /// backends, every policy, caching on and off, both layouts, and an
+  /// offload tier (small, so G2 evicts too) in most trials.
   static TrialConfig from_seed(std::uint64_t seed);
   /// The script's `init` line for this trial.
   std::string init_line() const;

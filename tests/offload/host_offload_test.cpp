@@ -129,6 +129,37 @@ TEST_F(HostOffload, VerifySwapsPassesIntactBlocks) {
   expect_owner_bytes(9);
 }
 
+// Harness find (seed 894): a swap-in's blocks come from several Uses, some
+// with token ids and some without; one Stored run held misaligned lists.
+TEST_F(HostOffload, SwapInRegistrationSplitsRunsWhereTokenIdsStartOrStop) {
+  build(2, 4);
+  UseSignal first = use_chain({1});
+  first.token_ids = BlockTokenIds{std::vector<TokenId>(4, 1)};
+  ASSERT_TRUE(use(1, first).is_ready());
+  ASSERT_TRUE(use(1, use_chain({2}, 1, 1)).is_ready());
+  deref(1, {2, 1});
+  ASSERT_EQ(use(2, use_chain({5, 6})).kind, G1Acquire::Kind::BlockedOnOffload);
+  manager_->collect_offloads(true);
+  ASSERT_TRUE(use(2, use_chain({5, 6})).is_ready());
+  deref(2, {6, 5});
+  auto start = manager_->try_batch_swap_in(chain_plhs({1, 2}), manager_->try_pin_g1_prefix({}));
+  if (start.status == SwapInStatus::BlockedOnG1Offload) {
+    manager_->collect_offloads(true);
+    start = manager_->try_batch_swap_in(chain_plhs({1, 2}), manager_->try_pin_g1_prefix({}));
+  }
+  ASSERT_EQ(start.status, SwapInStatus::Scheduled);
+  const std::size_t before = event_count();
+  EXPECT_EQ(manager_->register_completed_swap_in(start.swap_in_id).registered, 2U);
+  const auto events = events_since(before);
+  ASSERT_EQ(events.size(), 2U);
+  const auto& with_ids = std::get<KvStored>(events[0].data);
+  ASSERT_TRUE(with_ids.token_ids.has_value());
+  EXPECT_EQ(with_ids.token_ids->size(), with_ids.blocks.size());
+  const auto& without = std::get<KvStored>(events[1].data);
+  EXPECT_FALSE(without.token_ids.has_value());
+  EXPECT_EQ(without.parent, SequenceHash(1));
+}
+
 TEST(OffloadEngineConfig, ImpossibleConfigurationsAreRefusedBeforeAllocating) {
   memory::HostRuntime runtime;
   memory::KvPool pool(runtime, KvLayout(KvGeometry{}, PageLayout::PageMajor, 4));
