@@ -5,6 +5,10 @@
 // both sides, timed in every iteration right after the path. Paths:
 //   per_page  one Stream::copy_async call per page (what a naive engine does)
 //   batched   one batched submission of every page (the engine's copy)
+//   staged    the small-page path: the pages gathered by the device's copy
+//             kernel (Stream::gather_async) into a contiguous device ring, the
+//             ring moved in one copy (the reverse for swap-in); on the host
+//             runtime both steps are plain copies, so it only costs there
 //   engine    the OffloadEngine itself: swap_out of N evicted blocks + poll,
 //             bookkeeping included (swap-out only)
 // The runtime is KVTIER_BENCH_RUNTIME (auto | host | cuda; default auto).
@@ -62,6 +66,8 @@ struct SwapFixture {
         g2(bench_runtime(), kvtier::KvLayout(geometry_for(page_bytes), kvtier::PageLayout::PageMajor,
                                              static_cast<std::uint32_t>(batch)),
            memory::PoolMemory::PinnedHost),
+        ring(bench_runtime(), kvtier::KvLayout(geometry_for(page_bytes), kvtier::PageLayout::PageMajor,
+                                               static_cast<std::uint32_t>(batch))),
         stream(bench_runtime().create_stream()),
         done(bench_runtime().create_event()) {
     for (std::size_t i = 0; i < batch; ++i) {
@@ -71,6 +77,10 @@ struct SwapFixture {
     std::shuffle(g1_pages.begin(), g1_pages.end(), std::mt19937(7));
     out = memory::page_copy_plan(g1, g1_pages, g2, g2_pages);
     in = memory::page_copy_plan(g2, g2_pages, g1, g1_pages);
+    gather_out = memory::page_copy_plan(g1, g1_pages, ring, g2_pages);  // ring slots = 0..batch-1
+    ring_out = memory::page_copy_plan(ring, g2_pages, g2, g2_pages);
+    ring_in = memory::page_copy_plan(g2, g2_pages, ring, g2_pages);
+    scatter_in = memory::page_copy_plan(ring, g2_pages, g1, g1_pages);
     bytes = page_bytes * batch;
     // The ceiling: the same bytes, contiguous on both sides (G1's first half).
     ceiling_out = {CopyDescriptor{g1.slab(), g2.slab(), bytes}};
@@ -88,18 +98,32 @@ struct SwapFixture {
     done.synchronize();
     return seconds_since(start);
   }
+  double time_staged(bool swap_out) {
+    const auto start = std::chrono::steady_clock::now();
+    if (swap_out) {
+      stream.gather_async(gather_out);
+      stream.copy_async(ring_out);
+    } else {
+      stream.copy_async(ring_in);
+      stream.gather_async(scatter_in);
+    }
+    stream.record(done);
+    done.synchronize();
+    return seconds_since(start);
+  }
   double time_ceiling(bool swap_out) { return time_copies(swap_out ? ceiling_out : ceiling_in, false); }
 
   memory::KvPool g1;
   memory::KvPool g2;
+  memory::KvPool ring;  // device staging ring, one page per page of the batch
   memory::Stream stream;
   memory::Event done;
   std::vector<PageId> g1_pages, g2_pages;
-  std::vector<CopyDescriptor> out, in, ceiling_out, ceiling_in;
+  std::vector<CopyDescriptor> out, in, ceiling_out, ceiling_in, gather_out, ring_out, ring_in, scatter_in;
   std::size_t bytes = 0;
 };
 
-enum class Path { PerPage, Batched, Engine };
+enum class Path { PerPage, Batched, Staged, Engine };
 
 /// `seconds` and `ceiling_seconds` summed over the same iterations,
 /// interleaved, so both saw the same machine.
@@ -154,7 +178,8 @@ void BM_Swap(benchmark::State& state, Path path, bool swap_out) {
     }
   } else {
     for (auto _ : state) {
-      seconds += f.time_copies(swap_out ? f.out : f.in, path == Path::PerPage);
+      seconds += path == Path::Staged ? f.time_staged(swap_out)
+                                      : f.time_copies(swap_out ? f.out : f.in, path == Path::PerPage);
       state.PauseTiming();
       ceiling_seconds += f.time_ceiling(swap_out);
       state.ResumeTiming();
@@ -174,8 +199,10 @@ void swap_args(benchmark::internal::Benchmark* b) {
 
 BENCHMARK_CAPTURE(BM_Swap, out_per_page, Path::PerPage, true)->Apply(swap_args);
 BENCHMARK_CAPTURE(BM_Swap, out_batched, Path::Batched, true)->Apply(swap_args);
+BENCHMARK_CAPTURE(BM_Swap, out_staged, Path::Staged, true)->Apply(swap_args);
 BENCHMARK_CAPTURE(BM_Swap, out_engine, Path::Engine, true)->Apply(swap_args);
 BENCHMARK_CAPTURE(BM_Swap, in_per_page, Path::PerPage, false)->Apply(swap_args);
 BENCHMARK_CAPTURE(BM_Swap, in_batched, Path::Batched, false)->Apply(swap_args);
+BENCHMARK_CAPTURE(BM_Swap, in_staged, Path::Staged, false)->Apply(swap_args);
 
 }  // namespace

@@ -80,6 +80,10 @@ if ! $no_gpu; then
     "$build/tests/kvtier_gpu_tests" --gtest_filter='Layouts/KvKernels.*:CudaPath.Attention*:CudaPath.CopyPages*'
   step "copy bench" 180 "$out/copy-bench.log" "$build/kvtier_copy_bench" --benchmark_repetitions=3 \
     --benchmark_report_aggregates_only=true --benchmark_out="$out/copy-bench.json" --benchmark_out_format=json
+  # Swap bandwidth of the offload tier per copy path, each next to the link's ceiling (issue #8).
+  step "swap bench" 150 "$out/swap-bench.log" env KVTIER_BENCH_RUNTIME=cuda "$build/kvtier_swap_bench" \
+    --benchmark_min_time=0.05 --benchmark_filter='page_bytes:(16384|65536|2097152)/' \
+    --benchmark_out="$out/swap-bench.json" --benchmark_out_format=json
 fi
 
 wait "$cpu_pid"
@@ -89,5 +93,6 @@ printf '%-28s %4s   %s\n' "ctest -L cpu" "" "$( ((cpu_rc == 0)) && echo ok || ec
 grep -E 'tests passed|tests failed' "$out/ctest-cpu.log" | tail -1 | tee -a "$summary"
 $no_gpu || grep -E 'tests passed|tests failed' "$out/ctest-gpu.log" | tail -1 | tee -a "$summary"
 $no_gpu || grep -E '^BM_.*_(median)' "$out/copy-bench.log" | tee -a "$summary"
+$no_gpu || grep -E '^BM_Swap/.*batch:(256|4096)/' "$out/swap-bench.log" | tee -a "$summary"
 echo "gpu-check: $( ((failed == 0)) && echo PASSED || echo FAILED) in $(($(date +%s) - began)) s" | tee -a "$summary"
 exit "$failed"

@@ -3,11 +3,13 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <iostream>
 #include <nvtx3/nvtx3.hpp>
 #include <vector>
 
+#include "kvtier/kernels/kv_kernels.hpp"
 #include "kvtier/memory/cuda_check.hpp"
 
 namespace kvtier::memory {
@@ -89,6 +91,10 @@ class CudaStream final : public detail::StreamBackend {
   }
   ~CudaStream() override {
     report_release_failure(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    for (DescriptorSlot& slot : descriptor_slots_) {
+      if (slot.read != nullptr) report_release_failure(cudaEventDestroy(slot.read), "cudaEventDestroy");
+      if (slot.host != nullptr) report_release_failure(cudaFreeHost(slot.host), "cudaFreeHost");
+    }
     report_release_failure(cudaStreamDestroy(stream_), "cudaStreamDestroy");
   }
   CudaStream(const CudaStream&) = delete;
@@ -138,6 +144,46 @@ class CudaStream final : public detail::StreamBackend {
     }
   }
 
+  void gather_async(std::span<const CopyDescriptor> copies) override {
+    std::vector<CopyDescriptor> list;
+    for (std::size_t i = 0; i < copies.size(); ++i) {
+      if (copies[i].bytes == 0) continue;
+      if (copies[i].src == nullptr || copies[i].dst == nullptr) {
+        throw ContractError("copy descriptor " + std::to_string(i) + " has a null pointer");
+      }
+      list.push_back(copies[i]);
+    }
+    if (list.empty()) return;
+    ScopedRange range{"kvtier.gather_async"};
+    DeviceScope scope(device_);
+    // The kernel reads its descriptors from mapped pinned memory; a slot is
+    // rewritten only after the launch that read it has run.
+    DescriptorSlot& slot = descriptor_slots_[next_descriptor_slot_++ % descriptor_slots_.size()];
+    if (slot.read == nullptr) {
+      KVTIER_CUDA_CHECK(cudaEventCreateWithFlags(&slot.read, cudaEventDisableTiming));
+    } else {
+      KVTIER_CUDA_CHECK(cudaEventSynchronize(slot.read));
+    }
+    const std::size_t bytes = list.size() * sizeof(CopyDescriptor);
+    if (slot.capacity < bytes) {
+      if (slot.host != nullptr) KVTIER_CUDA_CHECK(cudaFreeHost(slot.host));
+      slot.host = nullptr;
+      slot.capacity = 0;
+      KVTIER_CUDA_CHECK(cudaHostAlloc(&slot.host, bytes, cudaHostAllocPortable | cudaHostAllocMapped));
+      slot.capacity = bytes;
+    }
+    std::memcpy(slot.host, list.data(), bytes);
+    void* device_list = nullptr;
+    KVTIER_CUDA_CHECK(cudaHostGetDevicePointer(&device_list, slot.host, 0));
+    if (multiprocessors_ == 0) {
+      KVTIER_CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors_, cudaDevAttrMultiProcessorCount, device_));
+    }
+    KVTIER_CUDA_CHECK(kernels::launch_copy_pages(static_cast<const CopyDescriptor*>(device_list),
+                                                 static_cast<std::uint32_t>(list.size()),
+                                                 static_cast<std::uint32_t>(multiprocessors_), stream_));
+    KVTIER_CUDA_CHECK(cudaEventRecord(slot.read, stream_));
+  }
+
   void fill_async(void* dst, std::uint8_t value, std::size_t bytes) override {
     if (bytes == 0) return;
     if (dst == nullptr) throw ContractError("fill of a null pointer");
@@ -161,6 +207,14 @@ class CudaStream final : public detail::StreamBackend {
   int device_;
   cudaStream_t stream_ = nullptr;
   bool batch_supported_ = true;
+  struct DescriptorSlot {
+    void* host = nullptr;  // mapped pinned memory the copy kernel reads
+    std::size_t capacity = 0;
+    cudaEvent_t read = nullptr;  // recorded after the launch that read it
+  };
+  std::array<DescriptorSlot, 4> descriptor_slots_{};
+  std::size_t next_descriptor_slot_ = 0;
+  int multiprocessors_ = 0;
 };
 
 }  // namespace

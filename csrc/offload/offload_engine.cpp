@@ -40,7 +40,18 @@ OffloadEngine::OffloadEngine(memory::Runtime& runtime, memory::KvPool& g1_pool, 
       offload_stream_(runtime.create_stream()),
       onboard_stream_(runtime.create_stream()),
       offload_link_(config.link_gbps * kBytesPerMsPerGbps),
-      onboard_link_(config.link_gbps * kBytesPerMsPerGbps) {}
+      onboard_link_(config.link_gbps * kBytesPerMsPerGbps) {
+  const std::size_t page_bytes = g1_pool.layout().page_bytes();
+  const std::uint32_t ring = config_.staging_pages.value_or(
+      runtime.kind() == memory::RuntimeKind::Cuda && page_bytes < config_.staging_below_bytes
+          ? static_cast<std::uint32_t>(std::clamp<std::size_t>((std::size_t{64} << 20) / page_bytes, 2, 4096))
+          : 0);
+  if (ring > 0) {
+    const KvLayout layout(g1_pool.layout().geometry(), PageLayout::PageMajor, ring);
+    out_ring_ = std::make_unique<memory::KvPool>(runtime, layout, memory::PoolMemory::Device);
+    in_ring_ = std::make_unique<memory::KvPool>(runtime, layout, memory::PoolMemory::Device);
+  }
+}
 
 OffloadEngine::~OffloadEngine() {
   for (auto& [id, transfer] : transfers_) {
@@ -83,10 +94,36 @@ void OffloadEngine::submit(std::uint64_t id, Transfer& transfer) {
     // The runtime's next copy is this batch's: the engine is its only caller on this thread.
     static_cast<memory::HostRuntime&>(runtime_).inject_faults({.fail_copy_number = 1});
   }
-  stream.copy_async(plan);  // one batched submission; contiguous runs are one descriptor each
+  const bool staged = out_ring_ && host_pages.size() > 1 && host_pool_.layout().page_bytes() < config_.staging_below_bytes;
+  if (staged) {
+    submit_staged(stream, out ? *out_ring_ : *in_ring_, transfer, host_pages);
+    ++staged_transfers_;
+  } else {
+    stream.copy_async(plan);  // one batched submission; contiguous runs are one descriptor each
+  }
   stream.record(transfer.done);
   transfer.started = true;
   (out ? offload_link_ : onboard_link_).start(id, transfer.started_ms, static_cast<double>(transfer.bytes));
+}
+
+void OffloadEngine::submit_staged(memory::Stream& stream, memory::KvPool& ring, const Transfer& transfer,
+                                  std::span<const PageId> host_pages) {
+  const bool out = transfer.direction == Direction::SwapOut;
+  const std::size_t count = host_pages.size();
+  for (std::size_t first = 0; first < count; first += ring.capacity()) {
+    const std::size_t n = std::min<std::size_t>(ring.capacity(), count - first);
+    std::vector<PageId> slots(n);
+    for (std::size_t i = 0; i < n; ++i) slots[i] = PageId(static_cast<std::uint32_t>(i));
+    const auto g1_pages = std::span<const PageId>(transfer.g1_pages).subspan(first, n);
+    const auto g2_pages = host_pages.subspan(first, n);
+    if (out) {
+      stream.gather_async(memory::page_copy_plan(g1_pool_, g1_pages, ring, slots));   // scattered -> contiguous
+      stream.copy_async(memory::page_copy_plan(ring, slots, host_pool_, g2_pages));   // contiguous runs -> G2
+    } else {
+      stream.copy_async(memory::page_copy_plan(host_pool_, g2_pages, ring, slots));
+      stream.gather_async(memory::page_copy_plan(ring, slots, g1_pool_, g1_pages));
+    }
+  }
 }
 
 g1::SwapOutTicket OffloadEngine::swap_out(std::span<const g1::EvictedBlock> victims) {

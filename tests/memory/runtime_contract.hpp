@@ -193,6 +193,36 @@ TYPED_TEST_P(RuntimeContract, PagesMoveBetweenLayoutsAndTiersByTheCopyPlan) {
   EXPECT_TRUE(g1.find_pattern_mismatches(back, identities).empty());
 }
 
+TYPED_TEST_P(RuntimeContract, GatherMovesScatteredPagesThroughADeviceRingAndBack) {
+  // The offload engine's small-page path: scattered G1 pages gathered into a
+  // contiguous device ring (the copy kernel on CUDA), the ring copied to G2
+  // in one run; then back through the ring to other G1 pages.
+  const KvGeometry geometry{.layers = 2, .kv_heads = 2, .head_dim = 16, .dtype = KvDtype::Bf16, .tokens_per_block = 4};
+  KvPool g1(this->runtime(), KvLayout(geometry, PageLayout::LayerMajor, 10));
+  KvPool ring(this->runtime(), KvLayout(geometry, PageLayout::PageMajor, 4));
+  KvPool g2(this->runtime(), KvLayout(geometry, PageLayout::PageMajor, 4), PoolMemory::PinnedHost);
+  const std::vector<PageId> sources{PageId(7), PageId(1), PageId(4), PageId(9)};
+  const std::vector<PageId> slots{PageId(0), PageId(1), PageId(2), PageId(3)};
+  const std::vector<PageId> back{PageId(0), PageId(2), PageId(5), PageId(8)};
+  const std::vector<std::uint64_t> identities{70, 10, 40, 90};
+  g1.fill_pattern(sources, identities);
+  Stream stream = this->runtime().create_stream();
+  stream.gather_async(page_copy_plan(g1, sources, ring, slots));
+  const auto out = page_copy_plan(ring, slots, g2, slots);
+  EXPECT_EQ(out.size(), 1U);  // the ring moves in one copy
+  stream.copy_async(out);
+  stream.synchronize();
+  EXPECT_TRUE(g2.find_pattern_mismatches(slots, identities).empty());
+  const std::vector<std::uint64_t> nothing(4, 0);
+  ring.fill_pattern(slots, nothing);  // the ring is reused: stale bytes must not matter
+  stream.copy_async(page_copy_plan(g2, slots, ring, slots));
+  stream.gather_async(page_copy_plan(ring, slots, g1, back));
+  stream.synchronize();
+  EXPECT_TRUE(g1.find_pattern_mismatches(back, identities).empty());
+  const std::vector<CopyDescriptor> broken{{nullptr, g1.slab(), 16}};
+  EXPECT_THROW(stream.gather_async(broken), ContractError);
+}
+
 TYPED_TEST_P(RuntimeContract, CopyPlanCoalescesRunsAndRefusesMismatches) {
   const KvGeometry geometry{.layers = 2, .kv_heads = 1, .head_dim = 8, .dtype = KvDtype::Fp32, .tokens_per_block = 2};
   KvPool a(this->runtime(), KvLayout(geometry, PageLayout::PageMajor, 8));
@@ -345,6 +375,7 @@ TYPED_TEST_P(RuntimeContract, BlockTableBuilderPacksPaddedRowsWithOneCopyPerStep
 REGISTER_TYPED_TEST_SUITE_P(RuntimeContract, AllocatesDistinctBuffersOfTheRequestedSize, WorkOnOneStreamRunsInOrder,
                             AllocationsAreZeroFilled, BatchedDeviceToDeviceCopiesSmallAndLarge,
                             PagesMoveBetweenLayoutsAndTiersByTheCopyPlan, CopyPlanCoalescesRunsAndRefusesMismatches,
+                            GatherMovesScatteredPagesThroughADeviceRingAndBack,
                             CrossStreamWaitOrdersWorkAfterTheRecordedEvent, BatchedCopiesScatterAndGatherPages,
                             EventsCompleteAfterTheWorkBeforeThem, FillWritesTheByteValue,
                             InvalidCopyIsRejectedBeforeAnythingRuns, ImpossibleAllocationThrowsATypedError,

@@ -23,6 +23,7 @@ struct StressParams {
   std::uint32_t host_blocks;
   std::uint32_t batch_blocks;
   bool verify_swaps;
+  std::uint32_t staging_pages = 0;  // > 0: the small-page path through a ring this large
 };
 
 std::string stress_name(const ::testing::TestParamInfo<StressParams>& info) {
@@ -30,7 +31,8 @@ std::string stress_name(const ::testing::TestParamInfo<StressParams>& info) {
                                   ? std::string("native")
                                   : std::string("kvbm_") + g1::eviction_backend_name(info.param.eviction);
   return backend + "_g1_" + std::to_string(info.param.capacity) +
-         "_g2_" + std::to_string(info.param.host_blocks) + (info.param.verify_swaps ? "_verified" : "");
+         "_g2_" + std::to_string(info.param.host_blocks) + (info.param.verify_swaps ? "_verified" : "") +
+         (info.param.staging_pages > 0 ? "_ring_" + std::to_string(info.param.staging_pages) : "");
 }
 
 class OffloadStress : public ::testing::TestWithParam<StressParams> {
@@ -44,7 +46,10 @@ class OffloadStress : public ::testing::TestWithParam<StressParams> {
     pool_ = std::make_unique<memory::KvPool>(runtime_, KvLayout(geometry, PageLayout::LayerMajor, p.capacity));
     engine_ = std::make_shared<OffloadEngine>(
         runtime_, *pool_,
-        OffloadConfig{.host_blocks = p.host_blocks, .batch_blocks = p.batch_blocks, .verify_swaps = p.verify_swaps});
+        OffloadConfig{.host_blocks = p.host_blocks,
+                      .batch_blocks = p.batch_blocks,
+                      .verify_swaps = p.verify_swaps,
+                      .staging_pages = p.staging_pages});
     manager_ = std::make_unique<g1::G1Manager>(
         g1::G1ManagerConfig{.capacity = p.capacity, .block_size = kBlockSize, .backend = p.backend,
                             .eviction = p.eviction},
@@ -217,6 +222,7 @@ TEST_P(OffloadStress, EveryPageVerifiesAndEveryCountReconciles) {
   EXPECT_GT(swapped_in_, 0U);
   EXPECT_GT(cancelled_, 0U);
   EXPECT_GT(stats.tier.failed_transfers, 0U);
+  if (GetParam().staging_pages > 0) EXPECT_GT(engine_->staged_transfers(), 0U);
   RecordProperty("verified_reused_blocks", static_cast<int>(verified_));
   RecordProperty("swapped_in_blocks", static_cast<int>(swapped_in_));
 }
@@ -228,7 +234,9 @@ INSTANTIATE_TEST_SUITE_P(
                       StressParams{g1::G1Backend::Kvbm, g1::EvictionBackend::MultiLru, 20, 200, 16, false},
                       StressParams{g1::G1Backend::Kvbm, g1::EvictionBackend::Lineage, 16, 8, 2, true},
                       StressParams{g1::G1Backend::Native, g1::EvictionBackend::Lineage, 24, 40, 3, false},
-                      StressParams{g1::G1Backend::Native, g1::EvictionBackend::Lineage, 16, 8, 1, true}),
+                      StressParams{g1::G1Backend::Native, g1::EvictionBackend::Lineage, 16, 8, 1, true},
+                      StressParams{g1::G1Backend::Kvbm, g1::EvictionBackend::Lineage, 24, 40, 8, false, 3},
+                      StressParams{g1::G1Backend::Native, g1::EvictionBackend::Lineage, 24, 40, 5, true, 2}),
     stress_name);
 
 }  // namespace

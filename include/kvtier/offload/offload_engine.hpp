@@ -2,6 +2,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <vector>
@@ -25,6 +26,14 @@ struct OffloadConfig {
   bool verify_swaps = false;
   /// The estimator's bandwidth until copies have been measured (GB/s; 0 = none yet).
   double link_gbps = 0.0;
+  /// The small-page path: pages of a multi-page transfer smaller than
+  /// `staging_below_bytes` are gathered by the copy kernel into a contiguous
+  /// device ring of this many pages, which moves to G2 as coalesced runs (the
+  /// reverse for swap-in), instead of one copy-engine descriptor per page.
+  /// nullopt: on for CUDA (64 MiB of ring, at most 4096 pages), off on the host
+  /// runtime; 0: off.
+  std::optional<std::uint32_t> staging_pages;
+  std::size_t staging_below_bytes = std::size_t{64} << 10;
 };
 
 /// The G2 tier under a G1 backend, with real copies (docs/offload.md):
@@ -55,6 +64,10 @@ class OffloadEngine final : public g1::OffloadTier {
   g1::TierStats stats() const override;
 
   const OffloadConfig& config() const noexcept { return config_; }
+  /// Pages of each staging ring (0: the small-page path is off).
+  std::uint32_t staging_pages() const noexcept { return out_ring_ ? out_ring_->capacity() : 0; }
+  /// Transfers that went through a staging ring.
+  std::uint64_t staged_transfers() const noexcept { return staged_transfers_; }
   /// The G2 slab (tests corrupt it to exercise verify_swaps).
   memory::KvPool& host_pool() noexcept { return host_pool_; }
   /// The page of G2 holding `plh`, when resident.
@@ -82,8 +95,12 @@ class OffloadEngine final : public g1::OffloadTier {
   };
 
   double now_ms() const;
-  /// Enqueues the transfer's pages as one batched copy and records its event.
+  /// Enqueues the transfer's pages as one batched copy (or through the
+  /// staging ring) and records its event.
   void submit(std::uint64_t id, Transfer& transfer);
+  /// Gathers/scatters the pages through `ring` in ring-sized chunks, in stream order.
+  void submit_staged(memory::Stream& stream, memory::KvPool& ring, const Transfer& transfer,
+                     std::span<const PageId> host_pages);
   /// Reads the transfer's event (waiting when asked) and notes how it ended.
   g1::TransferState settle(std::uint64_t id, Transfer& transfer, bool wait);
   void learn_bandwidth(const Transfer& transfer);
@@ -99,6 +116,10 @@ class OffloadEngine final : public g1::OffloadTier {
   HostBlockRegistry registry_;
   memory::Stream offload_stream_;
   memory::Stream onboard_stream_;  // its own stream: a swap-in never queues behind swap-outs
+  // One ring per stream: stream order keeps a ring's next gather behind its last copy out.
+  std::unique_ptr<memory::KvPool> out_ring_;
+  std::unique_ptr<memory::KvPool> in_ring_;
+  std::uint64_t staged_transfers_ = 0;
   KvEventPublisher* publisher_ = nullptr;
   std::map<std::uint64_t, Transfer> transfers_;  // by id: submission order
   ProcessorSharingLink offload_link_;
