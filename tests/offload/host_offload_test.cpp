@@ -20,14 +20,7 @@ class HostOffload : public OffloadContract<HostRuntimeTraits> {
  protected:
   void SetUp() override { OffloadContract<HostRuntimeTraits>::SetUp(); }
   /// Block 1 evicted to G2 (collected), G1 holding block 2 inactive.
-  void block_one_in_g2() {
-    ASSERT_TRUE(use(1, use_chain({1})).is_ready());
-    deref(1, {1});
-    ASSERT_EQ(use(2, use_chain({2})).kind, G1Acquire::Kind::BlockedOnOffload);
-    manager_->collect_offloads(true);
-    ASSERT_TRUE(use(2, use_chain({2})).is_ready());
-    deref(2, {2});
-  }
+  void block_one_in_g2() { push_to_g2(1, {1}, 2, {2}); }
   std::size_t host_stored_since(std::size_t first) const {
     std::size_t n = 0;
     for (const KvEvent& e : events_since(first)) {

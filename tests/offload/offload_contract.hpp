@@ -86,6 +86,26 @@ class OffloadContract : public ::testing::Test {
     for (const UniqueBlock& b : blocks) identities.push_back(g1::testing::block_identity(b));
     EXPECT_TRUE(g1_pool_->find_pattern_mismatches(pages, identities).empty());
   }
+  /// The chain `hashes` (owner `owner`, written, released) is pushed to G2 by
+  /// `evictor` taking its pages; the evictor then holds `evicted` in G1, released
+  /// too when `release_evictor` (so its blocks are inactive).
+  void push_to_g2(std::uint64_t owner, std::vector<std::uint64_t> hashes, std::uint64_t evictor,
+                  std::vector<std::uint64_t> evicted, bool release_evictor = true) {
+    ASSERT_TRUE(use(owner, use_chain(hashes)).is_ready());
+    deref(owner, std::vector<std::uint64_t>(hashes.rbegin(), hashes.rend()));
+    ASSERT_EQ(use(evictor, use_chain(evicted)).kind, G1Acquire::Kind::BlockedOnOffload);
+    manager_->collect_offloads(true);
+    ASSERT_TRUE(use(evictor, use_chain(evicted)).is_ready());
+    if (release_evictor) deref(evictor, std::vector<std::uint64_t>(evicted.rbegin(), evicted.rend()));
+  }
+  /// try_batch_swap_in after a G1 prefix pin, waiting once for the swap-outs
+  /// that make room in G1.
+  g1::SwapInStart swap_in(std::span<const PositionalLineageHash> plhs, std::span<const PositionalLineageHash> prefix = {}) {
+    auto start = manager_->try_batch_swap_in(plhs, manager_->try_pin_g1_prefix(prefix));
+    if (start.status != SwapInStatus::BlockedOnG1Offload) return start;
+    manager_->collect_offloads(true);
+    return manager_->try_batch_swap_in(plhs, manager_->try_pin_g1_prefix(prefix));
+  }
   std::vector<KvEvent> events_since(std::size_t first) const {
     const auto all = sink_->events();
     return std::vector<KvEvent>(all.begin() + static_cast<std::ptrdiff_t>(first), all.end());
@@ -182,21 +202,10 @@ TYPED_TEST_P(OffloadContract, HostPinnedStoredCarriesTheG1ParentAndEvictionFromG
 
 TYPED_TEST_P(OffloadContract, SwapInRestoresTheBytesAndRegistersInactiveBlocksWithTheirParent) {
   this->build(3, 8);
-  ASSERT_TRUE(this->use(1, use_chain({1, 2, 3})).is_ready());
-  this->deref(1, {3, 2, 1});
-  ASSERT_EQ(this->use(2, use_chain({7, 8, 9})).kind, G1Acquire::Kind::BlockedOnOffload);
-  this->manager_->collect_offloads(true);
-  ASSERT_TRUE(this->use(2, use_chain({7, 8, 9})).is_ready());
-  this->deref(2, {9, 8, 7});  // G1 now holds 7, 8, 9 inactive; 1, 2, 3 live in G2
+  this->push_to_g2(1, {1, 2, 3}, 2, {7, 8, 9});  // G1: 7, 8, 9 inactive; G2: 1, 2, 3
+  ASSERT_TRUE(this->manager_->try_pin_g1_prefix({}).has_value());
   const auto plhs = chain_plhs({1, 2, 3});
-  // Block 1 stays in G2 too; swap the whole chain in (no G1 prefix).
-  auto pins = this->manager_->try_pin_g1_prefix({});
-  ASSERT_TRUE(pins.has_value());
-  auto start = this->manager_->try_batch_swap_in(plhs, pins);
-  if (start.status == SwapInStatus::BlockedOnG1Offload) {  // 7, 8, 9 go to G2 first
-    this->manager_->collect_offloads(true);
-    start = this->manager_->try_batch_swap_in(plhs, this->manager_->try_pin_g1_prefix({}));
-  }
+  const auto start = this->swap_in(plhs);  // the whole chain, no G1 prefix
   ASSERT_EQ(start.status, SwapInStatus::Scheduled);
   EXPECT_EQ(start.count, 3U);
   const std::size_t before = this->event_count();
@@ -232,11 +241,8 @@ TYPED_TEST_P(OffloadContract, SwapInAfterAPinnedG1PrefixParentsTheRunOnThePrefix
   auto pins = this->manager_->try_pin_g1_prefix(std::span(all).first(1));
   ASSERT_TRUE(pins.has_value());
   EXPECT_EQ(pins->blocks, 1U);
-  auto start = this->manager_->try_batch_swap_in(std::span(all).subspan(1), pins);
-  if (start.status == SwapInStatus::BlockedOnG1Offload) {
-    this->manager_->collect_offloads(true);
-    start = this->manager_->try_batch_swap_in(std::span(all).subspan(1), this->manager_->try_pin_g1_prefix(std::span(all).first(1)));
-  }
+  this->manager_->release_g1_prefix_pins(std::move(*pins));
+  const auto start = this->swap_in(std::span(all).subspan(1), std::span(all).first(1));
   ASSERT_EQ(start.status, SwapInStatus::Scheduled);
   const std::size_t before = this->event_count();
   EXPECT_EQ(this->manager_->register_completed_swap_in(start.swap_in_id).registered, 2U);
@@ -251,17 +257,9 @@ TYPED_TEST_P(OffloadContract, SwapInAfterAPinnedG1PrefixParentsTheRunOnThePrefix
 
 TYPED_TEST_P(OffloadContract, EverythingPresentInG2IsARetryThatNeverBlocks) {
   this->build(1, 4);
-  ASSERT_TRUE(this->use(1, use_chain({1})).is_ready());
-  this->deref(1, {1});
-  ASSERT_EQ(this->use(2, use_chain({2})).kind, G1Acquire::Kind::BlockedOnOffload);
-  this->manager_->collect_offloads(true);
-  ASSERT_TRUE(this->use(2, use_chain({2})).is_ready());
-  this->deref(2, {2});
+  this->push_to_g2(1, {1}, 2, {2});
   // Swap 1 back in (evicting 2 goes to G2 first), then evict 1 again: G2 has it.
-  auto start = this->manager_->try_batch_swap_in(chain_plhs({1}), this->manager_->try_pin_g1_prefix({}));
-  ASSERT_EQ(start.status, SwapInStatus::BlockedOnG1Offload);
-  this->manager_->collect_offloads(true);
-  start = this->manager_->try_batch_swap_in(chain_plhs({1}), this->manager_->try_pin_g1_prefix({}));
+  const auto start = this->swap_in(chain_plhs({1}));
   ASSERT_EQ(start.status, SwapInStatus::Scheduled);
   ASSERT_EQ(this->manager_->register_completed_swap_in(start.swap_in_id).registered, 1U);
   const auto result = this->use(3, use_chain({3}));
@@ -272,12 +270,7 @@ TYPED_TEST_P(OffloadContract, EverythingPresentInG2IsARetryThatNeverBlocks) {
 
 TYPED_TEST_P(OffloadContract, VictimsWithNoRoomInG2AreDroppedAndNeverBlock) {
   this->build(1, 1);
-  ASSERT_TRUE(this->use(1, use_chain({1})).is_ready());
-  this->deref(1, {1});
-  ASSERT_EQ(this->use(2, use_chain({2})).kind, G1Acquire::Kind::BlockedOnOffload);
-  this->manager_->collect_offloads(true);
-  ASSERT_TRUE(this->use(2, use_chain({2})).is_ready());
-  this->deref(2, {2});
+  this->push_to_g2(1, {1}, 2, {2});
   // Swapping 1 in evicts 2 from G1, and G2's only page is pinned by that very
   // swap-in: 2 has no room, is dropped, and the swap-in does not block.
   const auto start = this->manager_->try_batch_swap_in(chain_plhs({1}), this->manager_->try_pin_g1_prefix({}));
@@ -291,18 +284,9 @@ TYPED_TEST_P(OffloadContract, VictimsWithNoRoomInG2AreDroppedAndNeverBlock) {
 
 TYPED_TEST_P(OffloadContract, CancelledSwapInReleasesItsPagesAfterTheCopyStopped) {
   this->build(2, 4);
-  ASSERT_TRUE(this->use(1, use_chain({1})).is_ready());
-  this->deref(1, {1});
-  ASSERT_TRUE(this->use(2, use_chain({2})).is_ready());
-  ASSERT_EQ(this->use(3, use_chain({3})).kind, G1Acquire::Kind::BlockedOnOffload);
-  this->manager_->collect_offloads(true);
-  ASSERT_TRUE(this->use(3, use_chain({3})).is_ready());  // G1: 2 and 3 active; 1 in G2
-  this->deref(3, {3});
-  auto start = this->manager_->try_batch_swap_in(chain_plhs({1}), this->manager_->try_pin_g1_prefix({}));
-  if (start.status == SwapInStatus::BlockedOnG1Offload) {
-    this->manager_->collect_offloads(true);
-    start = this->manager_->try_batch_swap_in(chain_plhs({1}), this->manager_->try_pin_g1_prefix({}));
-  }
+  ASSERT_TRUE(this->use(2, use_chain({2})).is_ready());  // stays active
+  this->push_to_g2(1, {1}, 3, {3});                       // G1: 2 active, 3 inactive; 1 in G2
+  const auto start = this->swap_in(chain_plhs({1}));
   ASSERT_EQ(start.status, SwapInStatus::Scheduled);
   EXPECT_EQ(this->manager_->metrics().active_blocks, 2U);  // owner 2 and the destination
   EXPECT_TRUE(this->manager_->cancel_swap_in(start.swap_in_id));
