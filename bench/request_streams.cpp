@@ -1,9 +1,8 @@
 #include "request_streams.hpp"
 
-#include <fstream>
-#include <nlohmann/json.hpp>
-
 #include "kvtier/core/block_hash.hpp"
+#include "kvtier/core/errors.hpp"
+#include "kvtier/replay/trace.hpp"
 
 namespace kvtier::bench {
 namespace {
@@ -55,22 +54,13 @@ RequestStream shared_half_stream(std::size_t requests, std::size_t tokens, std::
 
 RequestStream trace_stream(const std::string& path, std::size_t requests, std::uint32_t block_size, std::size_t live,
                            std::uint32_t pages) {
-  constexpr std::size_t kTraceBlock = 512;
   RequestStream stream{.name = "mooncake", .requests = {}, .block_size = block_size, .pages = pages, .live = live};
-  std::ifstream in(path);
-  std::string line;
-  while (stream.requests.size() < requests && std::getline(in, line)) {
-    const auto object = nlohmann::json::parse(line, nullptr, false);
-    if (!object.is_object() || !object.contains("hash_ids") || !object.contains("input_length")) continue;
-    const auto length = object["input_length"].get<std::size_t>();
-    std::vector<TokenId> prompt;
-    prompt.reserve(length);
-    for (const auto& id : object["hash_ids"]) {
-      for (std::size_t t = 0; t < kTraceBlock && prompt.size() < length; ++t) {
-        prompt.push_back(static_cast<TokenId>(splitmix64(id.get<std::uint64_t>() * kTraceBlock + t)));
-      }
+  try {
+    for (const replay::TraceRequest& request : replay::read_trace_file(path, requests)) {
+      stream.requests.push_back(request_from_tokens(replay::synthesize_prompt(request), block_size));
     }
-    stream.requests.push_back(request_from_tokens(prompt, block_size));
+  } catch (const ConfigError&) {
+    stream.requests.clear();  // no readable trace: the bench skips this stream
   }
   return stream;
 }
