@@ -84,10 +84,14 @@ const CudaEvent& cuda_event(const detail::EventBackend& event) {
 
 class CudaStream final : public detail::StreamBackend {
  public:
-  explicit CudaStream(int device) : device_(device) {
+  /// `high_priority`: the device's greatest stream priority.
+  explicit CudaStream(int device, bool high_priority = false) : device_(device) {
     DeviceScope scope(device);
+    int least = 0;
+    int greatest = 0;
+    KVTIER_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
     // Non-blocking: never serialises with the legacy default stream.
-    KVTIER_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    KVTIER_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, high_priority ? greatest : least));
   }
   ~CudaStream() override {
     report_release_failure(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
@@ -267,6 +271,8 @@ PinnedBuffer CudaRuntime::allocate_pinned(std::size_t bytes) {
 }
 
 Stream CudaRuntime::create_stream() { return Stream(std::make_unique<CudaStream>(device_)); }
+
+Stream CudaRuntime::create_priority_stream() { return Stream(std::make_unique<CudaStream>(device_, true)); }
 
 Event CudaRuntime::create_event() { return Event(std::make_unique<CudaEvent>(device_)); }
 

@@ -38,7 +38,7 @@ OffloadEngine::OffloadEngine(memory::Runtime& runtime, memory::KvPool& g1_pool, 
       host_pool_(make_host_pool(runtime, g1_pool, config_, allocation_seconds_)),
       registry_(config.host_blocks, g1::EvictionBackend::Lineage),
       offload_stream_(runtime.create_stream()),
-      onboard_stream_(runtime.create_stream()),
+      onboard_stream_(runtime.create_priority_stream()),
       offload_link_(config.link_gbps * kBytesPerMsPerGbps),
       onboard_link_(config.link_gbps * kBytesPerMsPerGbps) {
   const std::size_t page_bytes = g1_pool.layout().page_bytes();

@@ -223,6 +223,22 @@ TYPED_TEST_P(RuntimeContract, GatherMovesScatteredPagesThroughADeviceRingAndBack
   EXPECT_THROW(stream.gather_async(broken), ContractError);
 }
 
+TYPED_TEST_P(RuntimeContract, APriorityStreamOrdersItsWorkAsAnyStream) {
+  PinnedBuffer source = this->runtime().allocate_pinned(4096);
+  PinnedBuffer middle = this->runtime().allocate_pinned(4096);
+  PinnedBuffer target = this->runtime().allocate_pinned(4096);
+  fill_bytes(source, 33);
+  Stream priority = this->runtime().create_priority_stream();
+  Stream normal = this->runtime().create_stream();
+  Event copied = this->runtime().create_event();
+  priority.copy_async({source.data(), middle.data(), 4096});
+  priority.record(copied);
+  normal.wait(copied);
+  normal.copy_async({middle.data(), target.data(), 4096});
+  normal.synchronize();
+  EXPECT_TRUE(holds_pattern(target, 33));
+}
+
 TYPED_TEST_P(RuntimeContract, CopyPlanCoalescesRunsAndRefusesMismatches) {
   const KvGeometry geometry{.layers = 2, .kv_heads = 1, .head_dim = 8, .dtype = KvDtype::Fp32, .tokens_per_block = 2};
   KvPool a(this->runtime(), KvLayout(geometry, PageLayout::PageMajor, 8));
@@ -375,7 +391,7 @@ TYPED_TEST_P(RuntimeContract, BlockTableBuilderPacksPaddedRowsWithOneCopyPerStep
 REGISTER_TYPED_TEST_SUITE_P(RuntimeContract, AllocatesDistinctBuffersOfTheRequestedSize, WorkOnOneStreamRunsInOrder,
                             AllocationsAreZeroFilled, BatchedDeviceToDeviceCopiesSmallAndLarge,
                             PagesMoveBetweenLayoutsAndTiersByTheCopyPlan, CopyPlanCoalescesRunsAndRefusesMismatches,
-                            GatherMovesScatteredPagesThroughADeviceRingAndBack,
+                            GatherMovesScatteredPagesThroughADeviceRingAndBack, APriorityStreamOrdersItsWorkAsAnyStream,
                             CrossStreamWaitOrdersWorkAfterTheRecordedEvent, BatchedCopiesScatterAndGatherPages,
                             EventsCompleteAfterTheWorkBeforeThem, FillWritesTheByteValue,
                             InvalidCopyIsRejectedBeforeAnythingRuns, ImpossibleAllocationThrowsATypedError,

@@ -22,6 +22,7 @@ class CudaRuntime final : public Runtime {
   DeviceBuffer allocate_device(std::size_t bytes) override;
   PinnedBuffer allocate_pinned(std::size_t bytes) override;
   Stream create_stream() override;
+  Stream create_priority_stream() override;
   Event create_event() override;
   int device() const noexcept { return device_; }
 

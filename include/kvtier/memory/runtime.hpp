@@ -158,6 +158,10 @@ class Runtime {
   virtual DeviceBuffer allocate_device(std::size_t bytes) = 0;
   virtual PinnedBuffer allocate_pinned(std::size_t bytes) = 0;
   virtual Stream create_stream() = 0;
+  /// A stream whose work the device schedules ahead of other streams' where it
+  /// can (CUDA: the greatest stream priority): swap-ins that requests wait on.
+  /// HostRuntime: every stream has its own worker already, so create_stream().
+  virtual Stream create_priority_stream() { return create_stream(); }
   virtual Event create_event() = 0;
 };
 
