@@ -1,13 +1,16 @@
-// The allocator's hot path, per backend and eviction policy: the request cycle Use -> finalize -> Deref for
-// 2048-token requests (block size 16, 128 blocks), the first half of every
-// prompt a shared prefix, on 64K pages. Reports blocks per second and the
-// allocator's metadata bytes per page. Steady state includes eviction: every
-// request leaves 64 unique blocks in the inactive pool.
+// The allocator's hot path, per backend and eviction policy: the request cycle allocate -> finalize -> release
+// of 2048-token requests (block size 16, 128 blocks) through the shared
+// RequestDriver, as the script, the replay and the tests drive a manager. The
+// first half of every prompt is a shared prefix; every hash is a real one
+// (XXH3 over the tokens, chained as Dynamo chains them). 64K pages. Reports
+// blocks per second and the allocator's metadata bytes per page. Steady state
+// includes eviction: every request leaves 64 unique blocks in the inactive pool.
 #include <benchmark/benchmark.h>
 
 #include <memory>
 #include <vector>
 
+#include "kvtier/driver/request_driver.hpp"
 #include "kvtier/g1/g1_manager.hpp"
 
 namespace {
@@ -16,10 +19,11 @@ using namespace kvtier;
 
 constexpr std::uint32_t kPages = 64 * 1024;
 constexpr std::uint32_t kBlockSize = 16;
-constexpr std::size_t kBlocks = 2048 / kBlockSize;
-constexpr std::size_t kSharedBlocks = kBlocks / 2;
+constexpr std::size_t kTokens = 2048;
+constexpr std::size_t kBlocks = kTokens / kBlockSize;
+constexpr std::size_t kSharedTokens = kTokens / 2;
 // More distinct requests than the pool can keep, so suffixes never hit again.
-constexpr std::size_t kRequestRing = 2 * kPages / (kBlocks - kSharedBlocks);
+constexpr std::size_t kRequestRing = 2 * kPages / (kBlocks - kBlocks / 2);
 
 /// Counts events the way a router publisher would receive them, without keeping them.
 class CountingSink final : public KvEventSink {
@@ -28,31 +32,21 @@ class CountingSink final : public KvEventSink {
   std::size_t events = 0;
 };
 
-struct Request {
-  UseSignal use;
-  DerefSignal deref;
-};
-
-std::vector<Request> make_requests() {
-  std::vector<Request> requests(kRequestRing);
-  std::uint64_t next_unique = 1ULL << 40;
+/// The request ring's sequences, hashed once outside any timing.
+std::vector<ActiveSequence> make_sequences() {
+  std::vector<ActiveSequence> sequences;
+  sequences.reserve(kRequestRing);
+  TokenId next_unique = 1U << 20;
   for (std::size_t r = 0; r < kRequestRing; ++r) {
-    UseSignal& use = requests[r].use;
-    std::optional<SequenceHash> parent;
-    for (std::size_t i = 0; i < kBlocks; ++i) {
-      const SequenceHash hash(i < kSharedBlocks ? 1000 + i : next_unique++);
-      use.blocks.push_back(UniqueBlock::full(hash));
-      use.local_hashes.emplace_back(hash.value() ^ 0x5555);
-      use.plhs.emplace_back(hash, parent, i);
-      parent = hash;
-    }
-    requests[r].deref.blocks.assign(use.blocks.rbegin(), use.blocks.rend());
+    std::vector<TokenId> prompt(kTokens);
+    for (std::size_t t = 0; t < kTokens; ++t) prompt[t] = t < kSharedTokens ? static_cast<TokenId>(t) : next_unique++;
+    sequences.emplace_back(std::move(prompt), ActiveSequenceConfig{.block_size = kBlockSize});
   }
-  return requests;
+  return sequences;
 }
 
 void request_cycle(benchmark::State& state, g1::G1Backend backend, g1::EvictionBackend eviction) {
-  static const std::vector<Request> requests = make_requests();
+  static std::vector<ActiveSequence> sequences = make_sequences();
   auto sink = std::make_shared<CountingSink>();
   g1::G1Manager manager(g1::G1ManagerConfig{.capacity = kPages,
                                             .block_size = kBlockSize,
@@ -61,23 +55,19 @@ void request_cycle(benchmark::State& state, g1::G1Backend backend, g1::EvictionB
                                             .enable_prefix_caching = true,
                                             .eviction = eviction},
                         {sink});
+  driver::RequestDriver driver(manager);
   // Warm up to the steady state: a full pool whose inactive list is evicted from.
   std::size_t next = 0;
-  const auto cycle = [&](const Request& request) {
+  const auto cycle = [&](ActiveSequence& sequence) {
     const g1::OwnerId owner(next + 1);
-    // Native reuses the resident prefix it is told about; KVBM matches by lineage itself.
-    const std::size_t reuse = backend == g1::G1Backend::Native &&
-                                      manager.is_cached(request.use.blocks[kSharedBlocks - 1].hash())
-                                  ? kSharedBlocks
-                                  : 0;
-    const auto result = manager.process_for_request(owner, request.use, reuse);
-    if (!result.is_ready()) state.SkipWithError("capacity exhausted");
-    manager.finalize_computed_prefix(owner, 0, kBlocks * kBlockSize);
-    manager.process_for_request(owner, request.deref);
+    // The native backend reuses the resident prefix the driver finds; KVBM matches by lineage itself.
+    if (!driver.allocate(owner, sequence, kTokens).is_ready()) state.SkipWithError("capacity exhausted");
+    driver.finalize(owner, sequence, 0, kTokens);
+    driver.release(owner, sequence);
   };
-  for (std::size_t i = 0; i < kRequestRing; ++i, ++next) cycle(requests[next % kRequestRing]);
+  for (std::size_t i = 0; i < kRequestRing; ++i, ++next) cycle(sequences[next % kRequestRing]);
   for (auto _ : state) {
-    cycle(requests[next % kRequestRing]);
+    cycle(sequences[next % kRequestRing]);
     ++next;
   }
   state.counters["blocks/s"] =
