@@ -171,7 +171,9 @@ TEST_P(OffloadStress, EveryPageVerifiesAndEveryCountReconciles) {
     live_.push_back(std::move(request));
     if (live_.size() > 2) release_oldest();
     if (rng() % 3 == 0) manager_->collect_offloads(false);
-    if (r % 50 == 0) ASSERT_NO_THROW(manager_->audit()) << "after request " << r;
+    if (r % 50 == 0) {
+      ASSERT_NO_THROW(manager_->audit()) << "after request " << r;
+    }
   }
   while (!live_.empty()) release_oldest();
   manager_->collect_offloads(true);
@@ -222,7 +224,9 @@ TEST_P(OffloadStress, EveryPageVerifiesAndEveryCountReconciles) {
   EXPECT_GT(swapped_in_, 0U);
   EXPECT_GT(cancelled_, 0U);
   EXPECT_GT(stats.tier.failed_transfers, 0U);
-  if (GetParam().staging_pages > 0) EXPECT_GT(engine_->staged_transfers(), 0U);
+  if (GetParam().staging_pages > 0) {
+    EXPECT_GT(engine_->staged_transfers(), 0U);
+  }
   RecordProperty("verified_reused_blocks", static_cast<int>(verified_));
   RecordProperty("swapped_in_blocks", static_cast<int>(swapped_in_));
 }

@@ -18,10 +18,10 @@ struct ActiveSequenceConfig {
   /// Attach per-block token ids to signals; forced off when caching is off.
   bool emit_token_ids = false;
   /// Output tokens `generate()` appends, in order, before falling back to random ids.
-  std::vector<TokenId> planned_output;
+  std::vector<TokenId> planned_output{};
   /// Seeds the random identities (caching off) and random output tokens, so a
   /// script replays byte for byte; unset, every sequence draws a fresh seed.
-  std::optional<std::uint64_t> seed;
+  std::optional<std::uint64_t> seed{};
 };
 
 /// A request as a list of blocks and the MoveBlock signals that drive a G1

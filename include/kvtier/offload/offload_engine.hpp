@@ -32,7 +32,7 @@ struct OffloadConfig {
   /// reverse for swap-in), instead of one copy-engine descriptor per page.
   /// nullopt: on for CUDA (64 MiB of ring, at most 4096 pages), off on the host
   /// runtime; 0: off.
-  std::optional<std::uint32_t> staging_pages;
+  std::optional<std::uint32_t> staging_pages{};
   std::size_t staging_below_bytes = std::size_t{64} << 10;
 };
 
