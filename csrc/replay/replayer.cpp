@@ -1,0 +1,375 @@
+#include "kvtier/replay/replayer.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+#include <random>
+
+#include "kvtier/core/errors.hpp"
+#include "kvtier/core/kv_event_sink.hpp"
+#include "kvtier/driver/request_driver.hpp"
+#include "kvtier/memory/kv_pool.hpp"
+#include "kvtier/offload/offload_engine.hpp"
+
+namespace kvtier::replay {
+namespace {
+
+/// Counts what the replay reports from the manager's events.
+class CountingSink final : public KvEventSink {
+ public:
+  void publish(const KvEvent& event) override {
+    if (const auto* removed = std::get_if<KvRemoved>(&event.data)) {
+      if (event.tier == StorageTier::Device) evicted += removed->hashes.size();
+    } else if (event.tier == StorageTier::HostPinned) {
+      landed += std::get<KvStored>(event.data).blocks.size();
+    }
+  }
+  std::size_t evicted = 0;
+  std::size_t landed = 0;
+};
+
+struct Request {
+  std::size_t index = 0;
+  g1::OwnerId owner;
+  ActiveSequence sequence;
+  std::size_t prompt_length = 0;
+  std::size_t computed = 0;      // tokens whose KV is in G1 (reused or computed)
+  std::size_t written_full = 0;  // leading full blocks whose pages hold (or were checked for) their pattern
+  bool admitted_before = false;
+  bool prefilled = false;
+  std::size_t swapped_in = 0;  // blocks the last swap-in brought back for it
+};
+
+class Replay {
+ public:
+  Replay(memory::Runtime& runtime, const ReplayConfig& config, const std::vector<TraceRequest>& requests)
+      : config_(config), requests_(requests) {
+    const std::uint32_t bs = config.manager.block_size;
+    if (bs < 2 || kTraceBlockTokens % bs != 0) {
+      throw ConfigError("block size " + std::to_string(bs) + " must divide the trace's 512-token blocks");
+    }
+    if (config.max_running == 0) throw ConfigError("max-running must be at least 1");
+    if (config.token_budget == 0) throw ConfigError("token-budget must be at least 1");
+    if (config.verify == VerifyMode::Sample && config.sample_every == 0) throw ConfigError("sample_every must be >= 1");
+    for (const TraceRequest& r : requests) {
+      const std::size_t output = config.output_tokens.value_or(r.output_length);
+      const std::size_t blocks = (r.input_length + output + bs - 1) / bs + 1;
+      if (blocks > config.manager.capacity) {
+        throw ConfigError("a request of " + std::to_string(r.input_length + output) + " tokens needs " +
+                          std::to_string(blocks) + " G1 pages; capacity is " + std::to_string(config.manager.capacity));
+      }
+    }
+    KvGeometry geometry = config.geometry;
+    geometry.tokens_per_block = bs;
+    pool_ = std::make_unique<memory::KvPool>(runtime, KvLayout(geometry, config.layout, config.manager.capacity));
+    manager_ = std::make_unique<g1::G1Manager>(config.manager, std::vector<std::shared_ptr<KvEventSink>>{sink_});
+    if (config.host_blocks > 0) {
+      engine_ = std::make_shared<offload::OffloadEngine>(runtime, *pool_,
+                                                         offload::OffloadConfig{.host_blocks = config.host_blocks});
+      manager_->attach_offload_engine(engine_);
+    }
+    if (config.copy_fault_one_in > 0 && (!engine_ || runtime.kind() != memory::RuntimeKind::Host)) {
+      throw ConfigError("copy faults need the offload tier on the host runtime");
+    }
+  }
+
+  ReplayReport run() {
+    const auto start = std::chrono::steady_clock::now();
+    while (next_arrival_ < requests_.size() || !waiting_.empty() || !running_.empty()) {
+      while (next_arrival_ < requests_.size() && requests_[next_arrival_].timestamp_ms <= now_) arrive();
+      if (waiting_.empty() && running_.empty()) {
+        now_ = requests_[next_arrival_].timestamp_ms;  // idle: jump to the next arrival
+        continue;
+      }
+      step();
+      now_ += config_.step_ms;
+    }
+    manager_->collect_offloads(true);
+    report_.evictions = sink_->evicted;
+    report_.swap_outs = sink_->landed;
+    report_.swap_out_bytes = report_.swap_outs * pool_->layout().page_bytes();
+    report_.swap_in_bytes = report_.swap_ins * pool_->layout().page_bytes();
+    if (engine_) report_.failed_copies = engine_->stats().failed_transfers;
+    report_.virtual_ms = now_;
+    report_.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return report_;
+  }
+
+ private:
+  void arrive() {
+    const TraceRequest& trace = requests_[next_arrival_];
+    ActiveSequence sequence(synthesize_prompt(trace),
+                            ActiveSequenceConfig{.block_size = config_.manager.block_size,
+                                                 .max_output_tokens = config_.output_tokens.value_or(trace.output_length),
+                                                 .enable_prefix_caching = config_.manager.enable_prefix_caching,
+                                                 .seed = config_.seed ^ next_arrival_});
+    waiting_.push_back(Request{.index = next_arrival_,
+                               .owner = g1::OwnerId(next_arrival_ + 1),
+                               .sequence = std::move(sequence),
+                               .prompt_length = trace.input_length});
+    ++report_.requests;
+    report_.prompt_tokens += trace.input_length;
+    ++next_arrival_;
+  }
+
+  void step() {
+    ++report_.steps;
+    std::size_t budget = config_.token_budget;
+    // Decode: one token for every prefilled request, in admission order.
+    for (std::size_t i = 0; i < running_.size() && budget > 0;) {
+      Request& r = running_[i];
+      if (!r.prefilled) {
+        ++i;
+        continue;
+      }
+      const Outcome outcome = decode(r);
+      --budget;
+      if (outcome == Outcome::Finished) {
+        running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
+      } else if (outcome == Outcome::Preempted) {
+        continue;  // r left `running_`; the same index now holds the next request
+      } else {
+        ++i;
+      }
+    }
+    // Prefill chunks of admitted requests, then admission while there is room.
+    for (std::size_t i = 0; i < running_.size() && budget > 0;) {
+      if (running_[i].prefilled) {
+        ++i;
+        continue;
+      }
+      if (prefill(i, budget) != Outcome::Running) continue;  // it left `running_`
+      ++i;
+    }
+    while (!waiting_.empty() && running_.size() < config_.max_running && budget > 0) {
+      running_.push_back(std::move(waiting_.front()));
+      waiting_.pop_front();
+      if (prefill(running_.size() - 1, budget) == Outcome::Preempted) break;  // no room: wait for a finish
+    }
+  }
+
+  enum class Outcome : std::uint8_t { Running, Finished, Preempted };
+
+  /// Preempts the most recently admitted running request other than `keep`
+  /// (LIFO); false when there is none.
+  bool preempt_other(std::size_t keep) {
+    for (std::size_t i = running_.size(); i-- > 0;) {
+      if (i == keep) continue;
+      preempt(i);
+      return true;
+    }
+    return false;
+  }
+
+  void preempt(std::size_t i) {
+    Request r = std::move(running_[i]);
+    running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
+    driver().release(r.owner, r.sequence);
+    ++report_.allocator_ops;
+    r.computed = 0;
+    r.written_full = 0;
+    r.prefilled = false;
+    ++report_.preemptions;
+    waiting_.push_front(std::move(r));
+  }
+
+  driver::RequestDriver driver() { return driver::RequestDriver(*manager_); }
+
+  void maybe_inject_fault() {
+    if (config_.copy_fault_one_in > 0 && fault_rng_() % config_.copy_fault_one_in == 0) engine_->inject_copy_fault(1);
+  }
+
+  /// Allocates `r` up to `tokens`, making room: waits for swap-outs that
+  /// block, and — for a request that was running (`may_preempt`) — preempts
+  /// others (LIFO). false: `r` left `running_` (preempted, or an admission
+  /// deferred to the front of the queue, as vLLM admits only what fits).
+  bool allocate(std::size_t& index, std::size_t tokens, bool may_preempt = true) {
+    for (;;) {
+      maybe_inject_fault();
+      Request& r = running_[index];
+      const g1::G1Acquire acquire = driver().allocate(r.owner, r.sequence, tokens);
+      ++report_.allocator_ops;
+      if (acquire.is_ready()) return true;
+      if (acquire.kind == g1::G1Acquire::Kind::BlockedOnOffload) {
+        manager_->collect_offloads(true);
+        continue;
+      }
+      const g1::OwnerId owner = r.owner;
+      if (!may_preempt) {
+        Request deferred = std::move(r);
+        running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(index));
+        waiting_.push_front(std::move(deferred));
+        return false;
+      }
+      if (!preempt_other(index)) {
+        preempt(index);
+        return false;
+      }
+      // Preempting a later request never moves `index`; find it again anyway.
+      index = static_cast<std::size_t>(std::find_if(running_.begin(), running_.end(),
+                                                    [&](const Request& x) { return x.owner == owner; }) -
+                                       running_.begin());
+    }
+  }
+
+  /// Swap-in before the first allocation (§5.5): the G2-resident blocks after
+  /// the G1 prefix come back as inactive G1 blocks the allocation then hits.
+  void swap_in(Request& r) {
+    if (!engine_) return;
+    const std::size_t bs = config_.manager.block_size;
+    const std::size_t full = r.prompt_length / bs;
+    std::vector<PositionalLineageHash> keys;
+    for (std::size_t i = 0; i < full; ++i) {
+      keys.push_back(config_.manager.backend == g1::G1Backend::Kvbm ? r.sequence.plh(i)
+                                                                    : g1::native_tier_key(r.sequence.blocks()[i].hash()));
+    }
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      const std::size_t skip = manager_->get_prefill_cost(r.sequence).cached_tokens / bs;
+      if (skip >= full) return;
+      auto pins = manager_->try_pin_g1_prefix(std::span(keys).first(skip));
+      if (!pins) return;
+      maybe_inject_fault();
+      const auto start = manager_->try_batch_swap_in(std::span(keys).subspan(skip), pins);
+      report_.allocator_ops += 2;
+      if (start.status == g1::SwapInStatus::BlockedOnG1Offload) {
+        manager_->collect_offloads(true);
+        continue;
+      }
+      if (start.status != g1::SwapInStatus::Scheduled) return;
+      const auto registration = manager_->register_completed_swap_in(start.swap_in_id);
+      ++report_.allocator_ops;
+      report_.swap_ins += registration.registered;
+      r.swapped_in = registration.registered;
+      return;
+    }
+  }
+
+  Outcome prefill(std::size_t index, std::size_t& budget) {
+    const std::size_t bs = config_.manager.block_size;
+    if (running_[index].computed == 0) {
+      running_[index].swapped_in = 0;
+      swap_in(running_[index]);
+      Request& r = running_[index];
+      const std::size_t hits = std::min(manager_->get_prefill_cost(r.sequence).cached_tokens / bs, r.prompt_length / bs);
+      // Reused blocks cost no budget; the first chunk starts after them.
+      const std::size_t target = std::min(r.sequence.len(), hits * bs + budget);
+      const std::size_t swapped_in = r.swapped_in;
+      const bool first = !r.admitted_before;
+      if (!allocate(index, target, /*may_preempt=*/false)) return Outcome::Preempted;
+      Request& a = running_[index];
+      if (first) {  // hit rates count a request's first admission
+        report_.prompt_blocks += a.prompt_length / bs;
+        const std::size_t from_g2 = std::min(swapped_in, hits);
+        report_.g2_hit_blocks += from_g2;
+        report_.g1_hit_blocks += hits - from_g2;
+        a.admitted_before = true;
+      }
+      verify_reused(a, hits);
+      a.written_full = hits;
+      finish_chunk(a, hits * bs, target, budget);
+    } else {
+      const std::size_t target = std::min(running_[index].sequence.len(), running_[index].computed + budget);
+      if (!allocate(index, target)) return Outcome::Preempted;
+      finish_chunk(running_[index], running_[index].computed, target, budget);
+    }
+    Request& r = running_[index];
+    // A preempted request recomputes its generated tokens too, then decodes on.
+    if (r.computed < r.sequence.len()) return Outcome::Running;
+    r.prefilled = true;
+    if (r.sequence.max_output_tokens() == 0) {
+      driver().release(r.owner, r.sequence);
+      ++report_.allocator_ops;
+      running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(index));
+      return Outcome::Finished;
+    }
+    return Outcome::Running;
+  }
+
+  /// Tokens [from, to) were computed: their full blocks get their patterns.
+  void finish_chunk(Request& r, std::size_t from, std::size_t to, std::size_t& budget) {
+    write_full_blocks(r, to / config_.manager.block_size);
+    driver().finalize(r.owner, r.sequence, from, to);
+    ++report_.allocator_ops;
+    budget -= std::min(budget, to - from);
+    r.computed = to;
+  }
+
+  Outcome decode(Request& r) {
+    for (;;) {
+      const driver::DecodeStep step = driver().decode(r.owner, r.sequence);
+      report_.allocator_ops += step.applied;
+      if (step.acquire.is_ready()) {
+        ++report_.generated_tokens;
+        if (step.finished) return Outcome::Finished;
+        write_full_blocks(r, r.sequence.full_block_count());
+        return Outcome::Running;
+      }
+      // The token stays; its stopped Use is retried by allocating to the length.
+      const auto index = static_cast<std::size_t>(&r - running_.data());
+      if (step.acquire.kind == g1::G1Acquire::Kind::BlockedOnOffload) manager_->collect_offloads(true);
+      std::size_t at = index;
+      if (!allocate(at, running_[at].sequence.len())) return Outcome::Preempted;
+      ++report_.generated_tokens;
+      write_full_blocks(running_[at], running_[at].sequence.full_block_count());
+      return Outcome::Running;
+    }
+  }
+
+  /// Writes the pattern of the owner's full blocks [written_full, upto).
+  void write_full_blocks(Request& r, std::size_t upto) {
+    upto = std::min(upto, r.sequence.full_block_count());
+    if (upto <= r.written_full) return;
+    const auto table = manager_->block_table(r.owner);
+    std::vector<PageId> pages(table.begin() + static_cast<std::ptrdiff_t>(r.written_full),
+                              table.begin() + static_cast<std::ptrdiff_t>(upto));
+    std::vector<std::uint64_t> identities;
+    for (std::size_t i = r.written_full; i < upto; ++i) identities.push_back(r.sequence.blocks()[i].hash().value());
+    pool_->fill_pattern(pages, identities);
+    r.written_full = upto;
+  }
+
+  /// The first `hits` blocks were reused: their pages must hold their patterns.
+  void verify_reused(const Request& r, std::size_t hits) {
+    if (config_.verify == VerifyMode::Off || hits == 0) return;
+    const auto table = manager_->block_table(r.owner);
+    std::vector<PageId> pages;
+    std::vector<std::uint64_t> identities;
+    for (std::size_t i = 0; i < hits; ++i) {
+      if (config_.verify == VerifyMode::Sample && i % config_.sample_every != 0 && i + 1 != hits) continue;
+      pages.push_back(table[i]);
+      identities.push_back(r.sequence.blocks()[i].hash().value());
+    }
+    const auto bad = pool_->find_pattern_mismatches(pages, identities);
+    report_.pages_verified += pages.size();
+    report_.mismatches += bad.size();
+    if (!bad.empty() && !report_.first_bad_page) report_.first_bad_page = bad.front().value();
+  }
+
+  ReplayConfig config_;
+  const std::vector<TraceRequest>& requests_;
+  std::unique_ptr<memory::KvPool> pool_;
+  std::shared_ptr<offload::OffloadEngine> engine_;  // after pool_: reads its pages
+  std::shared_ptr<CountingSink> sink_ = std::make_shared<CountingSink>();
+  std::unique_ptr<g1::G1Manager> manager_;
+  std::deque<Request> waiting_;
+  std::vector<Request> running_;
+  std::size_t next_arrival_ = 0;
+  double now_ = 0.0;
+  std::mt19937_64 fault_rng_{config_.seed ^ 0xFA17ULL};
+  ReplayReport report_;
+};
+
+}  // namespace
+
+VerifyMode parse_verify_mode(const std::string& name) {
+  if (name == "off") return VerifyMode::Off;
+  if (name == "sample") return VerifyMode::Sample;
+  if (name == "full") return VerifyMode::Full;
+  throw ConfigError("verify must be off, sample or full, not '" + name + "'");
+}
+
+ReplayReport replay(memory::Runtime& runtime, const ReplayConfig& config, const std::vector<TraceRequest>& requests) {
+  return Replay(runtime, config, requests).run();
+}
+
+}  // namespace kvtier::replay

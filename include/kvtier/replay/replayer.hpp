@@ -1,0 +1,72 @@
+#pragma once
+// Replays a request trace on real memory (issue #9, first part): a scheduler
+// loop in virtual time close to vLLM's — arrivals by timestamp, chunked
+// prefill under a token budget per step, one decode token per running request
+// per step, LIFO preemption when G1 runs out — driving a G1Manager through the
+// shared RequestDriver, with the offload tier's swap-ins before admission.
+// Every computed block's page gets the pattern of its block; every reused
+// block (G1 prefix hit or swap-in) is checked against it.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kvtier/core/kv_layout.hpp"
+#include "kvtier/g1/g1_manager.hpp"
+#include "kvtier/memory/runtime.hpp"
+#include "kvtier/replay/trace.hpp"
+
+namespace kvtier::replay {
+
+enum class VerifyMode : std::uint8_t { Off, Sample, Full };
+/// "off", "sample" or "full"; ConfigError otherwise.
+VerifyMode parse_verify_mode(const std::string& name);
+
+struct ReplayConfig {
+  g1::G1ManagerConfig manager;     // capacity, block size (must divide 512), backend, eviction
+  KvGeometry geometry;             // tokens_per_block is the manager's block size
+  PageLayout layout = PageLayout::PageMajor;
+  std::uint32_t host_blocks = 0;   // > 0: an offload tier of this many pages
+  std::uint32_t max_running = 32;
+  std::size_t token_budget = 8192;            // prompt and decode tokens per step
+  std::optional<std::size_t> output_tokens;   // overrides every request's output length
+  VerifyMode verify = VerifyMode::Sample;
+  std::uint32_t sample_every = 8;  // Sample: the first reused block of a request and every 8th after it
+  double step_ms = 10.0;           // virtual duration of one scheduler step
+  std::uint64_t seed = 0;          // output tokens, injected faults
+  /// HostRuntime only: before each swap-in or allocation, one chance in this
+  /// many that the offload engine's next copy batch fails (0: never).
+  std::uint32_t copy_fault_one_in = 0;
+};
+
+struct ReplayReport {
+  std::size_t requests = 0;
+  std::size_t prompt_tokens = 0;
+  std::size_t generated_tokens = 0;
+  std::size_t steps = 0;
+  std::size_t prompt_blocks = 0;   // full prompt blocks asked for (first admission of each request)
+  std::size_t g1_hit_blocks = 0;
+  std::size_t g2_hit_blocks = 0;
+  std::size_t preemptions = 0;
+  std::size_t evictions = 0;       // blocks whose last G1 copy was evicted (Device Removed)
+  std::size_t swap_outs = 0;       // blocks that landed in G2
+  std::size_t swap_ins = 0;        // blocks registered back into G1
+  std::size_t swap_out_bytes = 0;
+  std::size_t swap_in_bytes = 0;
+  std::size_t failed_copies = 0;   // transfers whose copy failed (their blocks were dropped, not corrupted)
+  std::size_t allocator_ops = 0;   // manager calls made by the replay
+  std::size_t pages_verified = 0;
+  std::size_t mismatches = 0;
+  std::optional<std::uint32_t> first_bad_page;
+  double virtual_ms = 0.0;
+  double wall_seconds = 0.0;
+  double g1_hit_rate() const { return prompt_blocks == 0 ? 0.0 : double(g1_hit_blocks) / double(prompt_blocks); }
+  double g2_hit_rate() const { return prompt_blocks == 0 ? 0.0 : double(g2_hit_blocks) / double(prompt_blocks); }
+};
+
+/// Throws ConfigError for an impossible configuration (a block size that does
+/// not divide 512, a zero budget or running limit, a request longer than G1).
+ReplayReport replay(memory::Runtime& runtime, const ReplayConfig& config, const std::vector<TraceRequest>& requests);
+
+}  // namespace kvtier::replay

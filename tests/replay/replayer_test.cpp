@@ -1,0 +1,166 @@
+// The replay scheduler on small traces: hand-checked hit counts, preemption,
+// the offload tier, and the G1 hit rate against a plain LRU model.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <list>
+#include <random>
+#include <unordered_set>
+
+#include "kvtier/core/active_sequence.hpp"
+#include "kvtier/core/errors.hpp"
+#include "kvtier/memory/host_runtime.hpp"
+#include "kvtier/replay/replayer.hpp"
+
+namespace kvtier::replay {
+namespace {
+
+TraceRequest request(double at, std::vector<std::uint64_t> ids, std::size_t output = 0, std::size_t input = 0) {
+  return TraceRequest{.timestamp_ms = at,
+                      .input_length = input != 0 ? input : ids.size() * kTraceBlockTokens,
+                      .output_length = output,
+                      .hash_ids = std::move(ids)};
+}
+
+ReplayConfig small(std::uint32_t capacity, std::uint32_t block_size = 64) {
+  ReplayConfig config;
+  config.manager = g1::G1ManagerConfig{.capacity = capacity, .block_size = block_size};
+  config.geometry = KvGeometry{.layers = 1, .kv_heads = 1, .head_dim = 8, .dtype = KvDtype::Bf16};
+  config.verify = VerifyMode::Full;
+  return config;
+}
+
+TEST(Replayer, ASharedTraceBlockIsReusedAndItsBytesVerify) {
+  memory::HostRuntime runtime;
+  ReplayConfig config = small(64);
+  config.max_running = 1;
+  // 512-token ids are 8 blocks of 64: the second request reuses id 1's 8 blocks.
+  const auto report = replay(runtime, config, {request(0, {1, 2}), request(1000, {1, 3})});
+  EXPECT_EQ(report.requests, 2U);
+  EXPECT_EQ(report.prompt_blocks, 32U);
+  EXPECT_EQ(report.g1_hit_blocks, 8U);
+  EXPECT_EQ(report.pages_verified, 8U);
+  EXPECT_EQ(report.mismatches, 0U);
+  EXPECT_EQ(report.g2_hit_blocks, 0U);
+  EXPECT_GE(report.virtual_ms, 1000.0);
+}
+
+TEST(Replayer, ChunkedPrefillAndDecodeFinishEveryRequest) {
+  memory::HostRuntime runtime;
+  ReplayConfig config = small(64, 16);
+  config.token_budget = 100;  // several chunks per prompt
+  const auto report = replay(runtime, config, {request(0, {1}, 5, 300), request(0, {1, 2}, 7, 700)});
+  EXPECT_EQ(report.generated_tokens, 12U);
+  EXPECT_EQ(report.mismatches, 0U);
+  EXPECT_GT(report.steps, 7U);
+}
+
+TEST(Replayer, PreemptionRecomputesAndEveryRequestStillFinishes) {
+  memory::HostRuntime runtime;
+  for (const g1::G1Backend backend : {g1::G1Backend::Native, g1::G1Backend::Kvbm}) {
+    ReplayConfig config = small(20, 64);  // 20 pages: two 8-block prompts and their decode growth do not fit
+    config.manager.backend = backend;
+    config.max_running = 4;
+    std::vector<TraceRequest> trace;
+    for (std::uint64_t r = 0; r < 6; ++r) trace.push_back(request(0, {100 + r}, 200));
+    const auto report = replay(runtime, config, trace);
+    EXPECT_GT(report.preemptions, 0U) << g1::backend_name(backend);
+    EXPECT_EQ(report.generated_tokens, 6U * 200U);
+    EXPECT_EQ(report.mismatches, 0U);
+  }
+}
+
+TEST(Replayer, AnOffloadTierTurnsEvictedPrefixesIntoG2HitsWithTheirBytes) {
+  memory::HostRuntime runtime;
+  for (const g1::G1Backend backend : {g1::G1Backend::Native, g1::G1Backend::Kvbm}) {
+    ReplayConfig config = small(24, 64);
+    config.manager.backend = backend;
+    config.max_running = 1;
+    config.host_blocks = 64;
+    // 1 and 2 fill G1; 3 and 4 push them out to G2; 1 comes back from G2.
+    const auto report = replay(runtime, config,
+                               {request(0, {1}), request(1, {2}), request(2, {3}), request(3, {4}), request(4, {1, 5})});
+    EXPECT_GT(report.swap_outs, 0U) << g1::backend_name(backend);
+    EXPECT_EQ(report.g2_hit_blocks, 8U) << g1::backend_name(backend);
+    EXPECT_EQ(report.swap_ins, 8U);
+    EXPECT_EQ(report.mismatches, 0U);
+    EXPECT_GE(report.pages_verified, 8U);
+  }
+}
+
+TEST(Replayer, InjectedCopyFaultsDropBlocksButNeverCorruptOne) {
+  memory::HostRuntime runtime;
+  for (const g1::G1Backend backend : {g1::G1Backend::Native, g1::G1Backend::Kvbm}) {
+    ReplayConfig config = small(32, 64);
+    config.manager.backend = backend;
+    config.max_running = 2;
+    config.host_blocks = 48;
+    config.copy_fault_one_in = 3;
+    std::mt19937_64 rng(5);
+    std::vector<TraceRequest> trace;
+    for (int r = 0; r < 40; ++r) trace.push_back(request(r, {rng() % 4, 10 + rng() % 6}, 3));
+    const auto report = replay(runtime, config, trace);
+    EXPECT_GT(report.failed_copies, 0U) << g1::backend_name(backend);
+    EXPECT_GT(report.swap_ins, 0U) << g1::backend_name(backend);
+    EXPECT_GT(report.pages_verified, 0U);
+    EXPECT_EQ(report.mismatches, 0U);
+    EXPECT_EQ(report.generated_tokens, 40U * 3U);
+  }
+}
+
+TEST(Replayer, ImpossibleConfigurationsAreRefused) {
+  memory::HostRuntime runtime;
+  ReplayConfig config = small(64, 48);  // 48 does not divide 512
+  EXPECT_THROW(replay(runtime, config, {}), ConfigError);
+  config = small(4, 64);  // a 16-block request cannot fit in 4 pages
+  EXPECT_THROW(replay(runtime, config, {request(0, {1, 2})}), ConfigError);
+  config = small(64);
+  config.max_running = 0;
+  EXPECT_THROW(replay(runtime, config, {}), ConfigError);
+}
+
+/// A plain LRU cache of blocks, one request at a time, prefix hits only: the
+/// hit count a vLLM-style pool must reach on the same trace.
+std::size_t lru_model_hits(const std::vector<TraceRequest>& trace, std::uint32_t block_size, std::size_t capacity) {
+  std::list<std::uint64_t> lru;  // front: next victim
+  std::size_t hits = 0;
+  for (const TraceRequest& r : trace) {
+    const ActiveSequence sequence(synthesize_prompt(r), ActiveSequenceConfig{.block_size = block_size});
+    std::vector<std::uint64_t> blocks;
+    for (const UniqueBlock& b : sequence.blocks()) blocks.push_back(b.hash().value());
+    std::size_t hit = 0;
+    while (hit < blocks.size() && std::find(lru.begin(), lru.end(), blocks[hit]) != lru.end()) ++hit;
+    hits += hit;
+    for (std::size_t i = 0; i < hit; ++i) lru.remove(blocks[i]);  // active while the request runs
+    const std::size_t fresh = blocks.size() - hit;
+    while (lru.size() + blocks.size() > capacity) lru.pop_front();  // evict for the new blocks
+    (void)fresh;
+    for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) lru.push_back(*it);  // released leaf first
+  }
+  return hits;
+}
+
+TEST(Replayer, OneRequestAtATimeTheG1HitRateIsThatOfAPlainLruModel) {
+  std::mt19937_64 rng(11);
+  std::vector<TraceRequest> trace;
+  for (int r = 0; r < 60; ++r) {
+    // Conversations: a system prompt (one of 3), then a random depth of shared turns.
+    std::vector<std::uint64_t> ids{1000 + rng() % 3};
+    const std::uint64_t conversation = rng() % 6;
+    for (std::uint64_t turn = 0, depth = rng() % 4; turn < depth; ++turn) ids.push_back(conversation * 100 + turn);
+    ids.push_back(50000 + static_cast<std::uint64_t>(r));  // the request's own question
+    trace.push_back(request(r, ids));
+  }
+  memory::HostRuntime runtime;
+  for (const std::uint32_t capacity : {24U, 40U, 64U}) {
+    ReplayConfig config = small(capacity, 128);
+    config.max_running = 1;
+    config.token_budget = 1 << 20;
+    const auto report = replay(runtime, config, trace);
+    EXPECT_EQ(report.g1_hit_blocks, lru_model_hits(trace, 128, capacity)) << "capacity " << capacity;
+    EXPECT_EQ(report.mismatches, 0U);
+  }
+}
+
+}  // namespace
+}  // namespace kvtier::replay
