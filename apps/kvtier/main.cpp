@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 
 #include "info_command.hpp"
+#include "replay_command.hpp"
 #include "script_command.hpp"
 
 int main(int argc, char** argv) {
@@ -10,6 +11,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   kvtier::cli::add_info_command(app, exit_code);
   kvtier::cli::add_script_command(app, exit_code);
+  kvtier::cli::add_replay_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

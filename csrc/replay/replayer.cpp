@@ -114,6 +114,7 @@ class Replay {
 
   void step() {
     ++report_.steps;
+    manager_->collect_offloads(false);  // the pass-start tick: apply the copies that have finished
     std::size_t budget = config_.token_budget;
     // Decode: one token for every prefilled request, in admission order.
     for (std::size_t i = 0; i < running_.size() && budget > 0;) {
@@ -192,6 +193,10 @@ class Replay {
       if (acquire.is_ready()) return true;
       if (acquire.kind == g1::G1Acquire::Kind::BlockedOnOffload) {
         manager_->collect_offloads(true);
+        continue;
+      }
+      if (manager_->offload_stats().quarantined > 0) {
+        manager_->collect_offloads(true);  // pages a finished swap-out still holds come back first
         continue;
       }
       const g1::OwnerId owner = r.owner;
@@ -276,7 +281,7 @@ class Replay {
     // A preempted request recomputes its generated tokens too, then decodes on.
     if (r.computed < r.sequence.len()) return Outcome::Running;
     r.prefilled = true;
-    if (r.sequence.max_output_tokens() == 0) {
+    if (r.sequence.is_complete()) {  // prefill only, or a preempted request that had generated everything
       driver().release(r.owner, r.sequence);
       ++report_.allocator_ops;
       running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(index));
@@ -310,7 +315,14 @@ class Replay {
       std::size_t at = index;
       if (!allocate(at, running_[at].sequence.len())) return Outcome::Preempted;
       ++report_.generated_tokens;
-      write_full_blocks(running_[at], running_[at].sequence.full_block_count());
+      Request& now = running_[at];
+      write_full_blocks(now, now.sequence.full_block_count());
+      if (now.sequence.is_complete()) {  // its final Deref was not applied: release it here
+        driver().release(now.owner, now.sequence);
+        ++report_.allocator_ops;
+        running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(at));
+        return Outcome::Preempted;  // it left `running_` (finished)
+      }
       return Outcome::Running;
     }
   }

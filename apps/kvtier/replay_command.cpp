@@ -1,0 +1,178 @@
+#include "replay_command.hpp"
+
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "kvtier/core/errors.hpp"
+#include "kvtier/memory/runtime_factory.hpp"
+#include "kvtier/replay/default_workload.hpp"
+#include "kvtier/replay/replayer.hpp"
+
+namespace kvtier::cli {
+namespace {
+
+struct ReplayOptions {
+  std::string trace;  // empty: the built-in workload
+  std::string backend = "native";
+  std::string eviction = "lineage";
+  std::string device = "auto";
+  std::uint32_t capacity = 4096;
+  double capacity_fraction = 0.0;  // > 0: this fraction of the device's free memory, instead of --capacity
+  std::uint32_t host_blocks = 0;
+  std::uint32_t block_size = 16;
+  std::string layout = "page-major";
+  std::string dtype = "bf16";
+  std::uint32_t layers = 2;  // small pages by default: the replay checks bytes, not model size
+  std::uint32_t kv_heads = 2;
+  std::uint32_t head_dim = 64;
+  std::uint32_t max_running = 32;
+  std::size_t token_budget = 8192;
+  std::optional<std::size_t> output_tokens;
+  std::size_t max_requests = 0;  // 0: all
+  std::string verify = "sample";
+  std::string json;
+  std::uint64_t seed = 0;
+};
+
+nlohmann::ordered_json report_json(const replay::ReplayReport& r, const replay::ReplayConfig& config,
+                                   const std::string& workload, const std::string& runtime) {
+  nlohmann::ordered_json out;
+  out["workload"] = workload;
+  out["runtime"] = runtime;
+  out["backend"] = g1::backend_name(config.manager.backend);
+  out["capacity"] = config.manager.capacity;
+  out["host_blocks"] = config.host_blocks;
+  out["block_size"] = config.manager.block_size;
+  out["requests"] = r.requests;
+  out["prompt_tokens"] = r.prompt_tokens;
+  out["generated_tokens"] = r.generated_tokens;
+  out["steps"] = r.steps;
+  out["prompt_blocks"] = r.prompt_blocks;
+  out["g1_hit_blocks"] = r.g1_hit_blocks;
+  out["g2_hit_blocks"] = r.g2_hit_blocks;
+  out["g1_hit_rate"] = r.g1_hit_rate();
+  out["g2_hit_rate"] = r.g2_hit_rate();
+  out["preemptions"] = r.preemptions;
+  out["evictions"] = r.evictions;
+  out["swap_outs"] = r.swap_outs;
+  out["swap_ins"] = r.swap_ins;
+  out["swap_out_bytes"] = r.swap_out_bytes;
+  out["swap_in_bytes"] = r.swap_in_bytes;
+  out["failed_copies"] = r.failed_copies;
+  out["allocator_ops"] = r.allocator_ops;
+  out["pages_verified"] = r.pages_verified;
+  out["mismatches"] = r.mismatches;
+  out["first_bad_page"] = r.first_bad_page ? nlohmann::ordered_json(*r.first_bad_page) : nlohmann::ordered_json(nullptr);
+  out["virtual_ms"] = r.virtual_ms;
+  out["wall_seconds"] = r.wall_seconds;
+  return out;
+}
+
+void print_report(const nlohmann::ordered_json& j) {
+  const double wall = j["wall_seconds"].get<double>();
+  const auto per_second = [&](double n) { return wall > 0 ? n / wall : 0.0; };
+  std::cout << "kvtier replay: " << j["workload"].get<std::string>() << " on " << j["runtime"].get<std::string>() << ", "
+            << j["backend"].get<std::string>() << " backend, " << j["capacity"] << " G1 pages"
+            << (j["host_blocks"].get<std::uint32_t>() > 0 ? ", " + j["host_blocks"].dump() + " G2 pages" : "") << "\n"
+            << "requests:      " << j["requests"] << " (" << j["prompt_tokens"] << " prompt tokens, "
+            << j["generated_tokens"] << " generated) in " << j["steps"] << " steps, "
+            << j["virtual_ms"].get<double>() / 1000.0 << " s of virtual time\n"
+            << "prefix hits:   G1 " << j["g1_hit_blocks"] << " of " << j["prompt_blocks"] << " prompt blocks ("
+            << 100.0 * j["g1_hit_rate"].get<double>() << "%), G2 " << j["g2_hit_blocks"] << " ("
+            << 100.0 * j["g2_hit_rate"].get<double>() << "%)\n"
+            << "G1:            " << j["evictions"] << " evictions, " << j["preemptions"] << " preemptions\n"
+            << "offload:       " << j["swap_outs"] << " blocks out (" << j["swap_out_bytes"] << " bytes), "
+            << j["swap_ins"] << " back in (" << j["swap_in_bytes"] << " bytes), " << j["failed_copies"]
+            << " failed copies\n"
+            << "allocator:     " << j["allocator_ops"] << " operations, " << per_second(j["allocator_ops"].get<double>())
+            << " per second of wall time (page writes and checks included)\n"
+            << "integrity:     " << j["pages_verified"] << " reused pages verified, " << j["mismatches"] << " mismatches"
+            << (j["first_bad_page"].is_null() ? "" : ", first bad page " + j["first_bad_page"].dump()) << "\n"
+            << "wall time:     " << wall << " s\n";
+}
+
+int run(const ReplayOptions& o) {
+  replay::ReplayConfig config;
+  config.manager.backend = o.backend == "kvbm" ? g1::G1Backend::Kvbm : g1::G1Backend::Native;
+  if (o.backend != "native" && o.backend != "kvbm") throw ConfigError("backend must be native or kvbm");
+  config.manager.eviction = g1::parse_eviction_backend(o.eviction);
+  config.manager.block_size = o.block_size;
+  config.geometry = KvGeometry{.layers = o.layers,
+                               .kv_heads = o.kv_heads,
+                               .head_dim = o.head_dim,
+                               .dtype = parse_dtype(o.dtype),
+                               .tokens_per_block = o.block_size};
+  config.layout = parse_page_layout(o.layout);
+  config.host_blocks = o.host_blocks;
+  config.max_running = o.max_running;
+  config.token_budget = o.token_budget;
+  config.output_tokens = o.output_tokens;
+  config.verify = replay::parse_verify_mode(o.verify);
+  config.seed = o.seed;
+  const auto runtime = memory::make_runtime(memory::parse_runtime_choice(o.device));
+  config.manager.capacity = o.capacity;
+  if (o.capacity_fraction > 0.0) {
+    if (o.capacity_fraction > 1.0) throw ConfigError("capacity-fraction must be in (0, 1]");
+    const std::size_t page = KvLayout(config.geometry, config.layout, 1).page_bytes();
+    const auto pages = static_cast<std::size_t>(o.capacity_fraction * static_cast<double>(runtime->device_info().free_bytes)) / page;
+    if (pages == 0 || pages > 0xFFFFFFF0U) throw ConfigError("capacity-fraction gives " + std::to_string(pages) + " pages");
+    config.manager.capacity = static_cast<std::uint32_t>(pages);
+  }
+  const std::size_t limit = o.max_requests == 0 ? std::numeric_limits<std::size_t>::max() : o.max_requests;
+  std::vector<replay::TraceRequest> requests =
+      o.trace.empty() ? replay::default_workload(o.seed) : replay::read_trace_file(o.trace, limit);
+  if (requests.size() > limit) requests.resize(limit);
+  const replay::ReplayReport report = replay::replay(*runtime, config, requests);
+  const auto json = report_json(report, config, o.trace.empty() ? "built-in conversations (seed " + std::to_string(o.seed) + ")" : o.trace,
+                                memory::runtime_kind_name(runtime->kind()));
+  print_report(json);
+  if (!o.json.empty()) {
+    std::ofstream out(o.json);
+    out << json.dump(2) << '\n';
+    if (!out) throw ConfigError("cannot write " + o.json);
+  }
+  return report.mismatches == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+void add_replay_command(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<ReplayOptions>();
+  CLI::App* cmd = app.add_subcommand("replay", "Replay a request trace (or the built-in workload) on real memory");
+  cmd->add_option("--trace", o->trace, "Mooncake-style JSONL trace (default: built-in multi-turn conversations)");
+  cmd->add_option("--backend", o->backend, "native | kvbm")->capture_default_str();
+  cmd->add_option("--eviction", o->eviction, "kvbm: lineage | lru | multi_lru")->capture_default_str();
+  cmd->add_option("--device", o->device, "auto | host | cuda")->capture_default_str();
+  auto* capacity = cmd->add_option("--capacity", o->capacity, "G1 pages")->capture_default_str();
+  cmd->add_option("--capacity-fraction", o->capacity_fraction, "G1 as this fraction of free device memory")
+      ->excludes(capacity);
+  cmd->add_option("--host-blocks", o->host_blocks, "G2 pages of pinned host memory (0: no offload tier)")
+      ->capture_default_str();
+  cmd->add_option("--block-size", o->block_size, "tokens per block (divides 512)")->capture_default_str();
+  cmd->add_option("--layout", o->layout, "page-major | layer-major")->capture_default_str();
+  cmd->add_option("--dtype", o->dtype, "bf16 | fp16 | fp32 | fp8")->capture_default_str();
+  cmd->add_option("--layers", o->layers)->capture_default_str();
+  cmd->add_option("--kv-heads", o->kv_heads)->capture_default_str();
+  cmd->add_option("--head-dim", o->head_dim)->capture_default_str();
+  cmd->add_option("--max-running", o->max_running, "requests running at once")->capture_default_str();
+  cmd->add_option("--token-budget", o->token_budget, "prompt and decode tokens per step")->capture_default_str();
+  cmd->add_option("--output-tokens", o->output_tokens, "every request's output length (0: prefill only)");
+  cmd->add_option("--max-requests", o->max_requests, "replay the first N requests (0: all)")->capture_default_str();
+  cmd->add_option("--verify", o->verify, "sample | full | off: which reused pages are checked")->capture_default_str();
+  cmd->add_option("--json", o->json, "write the report as JSON to this file");
+  cmd->add_option("--seed", o->seed, "built-in workload and output tokens")->capture_default_str();
+  cmd->callback([o, &exit_code] {
+    try {
+      exit_code = run(*o);
+    } catch (const std::exception& error) {
+      std::cerr << "kvtier replay: " << error.what() << '\n';
+      exit_code = 2;
+    }
+  });
+}
+
+}  // namespace kvtier::cli
