@@ -123,9 +123,11 @@ std::optional<std::uint64_t> KvbmBackend::hand_off(std::vector<std::uint32_t>& s
   if (victims.empty()) return std::nullopt;
   const SwapOutTicket ticket = tier_->swap_out(victims);
   if (ticket.quarantined.empty()) return std::nullopt;  // RetryNow: the victims' pages are usable now
+  std::vector<std::uint32_t> taken(slots);
+  std::sort(taken.begin(), taken.end());  // O(n log n): an eviction can hand thousands of pages over
   for (const PageId page : ticket.quarantined) {
     KVTIER_ASSERT(page.value() < capacity_ && pages_[page.value()].state == PageState::Held &&
-                      std::find(slots.begin(), slots.end(), page.value()) != slots.end(),
+                      std::binary_search(taken.begin(), taken.end(), page.value()),
                   "the offload tier quarantined page " + std::to_string(page.value()) + ", which this eviction did not take");
     pages_[page.value()].state = PageState::Quarantined;
     ++quarantined_;

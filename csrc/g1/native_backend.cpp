@@ -466,8 +466,10 @@ std::optional<NativeReserveOutcome> NativeBackend::reserve_with_offload(Reserve 
                         : TieredBlock{native_tier_key(pin.hash), pin.hash, std::nullopt, LocalBlockHash(0), std::nullopt}});
     }
     const SwapOutTicket ticket = tier_->swap_out(victims);
+    std::vector<PageId> copied(ticket.quarantined);
+    std::sort(copied.begin(), copied.end());
     for (const PrefixPin& pin : outcome->quarantined) {
-      if (std::find(ticket.quarantined.begin(), ticket.quarantined.end(), pin.page) == ticket.quarantined.end()) {
+      if (!std::binary_search(copied.begin(), copied.end(), pin.page)) {
         pool_.release_quarantined(pin.page);  // not copied: free now
       }
     }

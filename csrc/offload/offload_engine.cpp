@@ -85,8 +85,6 @@ void OffloadEngine::inject_copy_fault(std::uint64_t nth) {
 void OffloadEngine::submit(std::uint64_t id, Transfer& transfer) {
   const std::vector<PageId> host_pages(transfer.g2_pages.begin(), transfer.g2_pages.end());
   const bool out = transfer.direction == Direction::SwapOut;
-  const auto plan = out ? memory::page_copy_plan(g1_pool_, transfer.g1_pages, host_pool_, host_pages)
-                        : memory::page_copy_plan(host_pool_, host_pages, g1_pool_, transfer.g1_pages);
   memory::Stream& stream = out ? offload_stream_ : onboard_stream_;
   transfer.bytes = host_pages.size() * host_pool_.layout().page_bytes();
   transfer.started_ms = now_ms();
@@ -98,8 +96,9 @@ void OffloadEngine::submit(std::uint64_t id, Transfer& transfer) {
   if (staged) {
     submit_staged(stream, out ? *out_ring_ : *in_ring_, transfer, host_pages);
     ++staged_transfers_;
-  } else {
-    stream.copy_async(plan);  // one batched submission; contiguous runs are one descriptor each
+  } else {  // one batched submission; contiguous runs are one descriptor each
+    stream.copy_async(out ? memory::page_copy_plan(g1_pool_, transfer.g1_pages, host_pool_, host_pages)
+                          : memory::page_copy_plan(host_pool_, host_pages, g1_pool_, transfer.g1_pages));
   }
   stream.record(transfer.done);
   transfer.started = true;
