@@ -8,13 +8,12 @@
 #include <benchmark/benchmark.h>
 
 #include <chrono>
-#include <deque>
 #include <memory>
 
 #include "kvtier/core/kv_event_sink.hpp"
 #include "kvtier/g1/g1_manager.hpp"
-#include "minimal_allocator.hpp"
-#include "request_streams.hpp"
+#include "kvtier/measure/allocator_cycle.hpp"
+#include "kvtier/measure/request_streams.hpp"
 
 namespace {
 
@@ -27,51 +26,15 @@ class CountingSink final : public KvEventSink {
   std::size_t events = 0;
 };
 
-const bench::RequestStream& stream(int which) {
-  static const bench::RequestStream shared = bench::shared_half_stream(1000, 2048, 16, 64, 16384);
-  static const bench::RequestStream trace =
-      bench::trace_stream(KVTIER_SHARED_TRACE, 300, 16, 16, 64 * 1024);  // ~300 long prompts of the real trace
+const measure::RequestStream& stream(int which) {
+  static const measure::RequestStream shared = measure::shared_half_stream(1000, 2048, 16, 64, 16384);
+  static const measure::RequestStream trace =
+      measure::trace_stream(KVTIER_SHARED_TRACE, 300, 16, 16, 64 * 1024);  // ~300 long prompts of the real trace
   return which == 0 ? shared : trace;
 }
 
-/// Replays the stream through the backend; false if a Use found no capacity.
-bool replay_backend(const bench::RequestStream& s, g1::G1Manager& manager) {
-  std::deque<g1::OwnerId> live;
-  std::uint64_t next_owner = 1;
-  for (const auto& request : s.requests) {
-    if (live.size() == s.live) {
-      const DerefSignal& deref = s.requests[live.front().value() - 1].deref;
-      if (!deref.blocks.empty()) manager.process_for_request(live.front(), deref);  // a prompt shorter than a block holds none
-      live.pop_front();
-    }
-    const g1::OwnerId owner(next_owner++);
-    live.push_back(owner);
-    if (request.use.blocks.empty()) continue;  // a prompt shorter than one block holds no page
-    std::size_t prefix = 0;  // what a scheduler asks first: the resident prefix
-    while (prefix < request.use.blocks.size() && manager.is_cached(request.use.blocks[prefix].hash())) ++prefix;
-    const std::size_t reuse = manager.backend() == g1::G1Backend::Native ? prefix : 0;
-    if (!manager.process_for_request(owner, request.use, reuse).is_ready()) return false;
-    manager.finalize_computed_prefix(owner, 0, request.use.blocks.size() * s.block_size);
-  }
-  return true;
-}
-
-bool replay_floor(const bench::RequestStream& s) {
-  bench::MinimalAllocator floor(s.pages);
-  std::deque<std::size_t> live;
-  for (std::size_t r = 0; r < s.requests.size(); ++r) {
-    if (live.size() == s.live) {
-      floor.release(s.requests[live.front()].deref.blocks);
-      live.pop_front();
-    }
-    if (!floor.use(s.requests[r].use.blocks)) return false;
-    live.push_back(r);
-  }
-  return true;
-}
-
 void stream_cycle(benchmark::State& state, g1::G1Backend backend, g1::EvictionBackend eviction) {
-  const bench::RequestStream& s = stream(static_cast<int>(state.range(0)));
+  const measure::RequestStream& s = stream(static_cast<int>(state.range(0)));
   if (s.requests.empty()) {
     state.SkipWithError("the request stream is empty (is the shared trace there?)");
     return;
@@ -85,9 +48,9 @@ void stream_cycle(benchmark::State& state, g1::G1Backend backend, g1::EvictionBa
                                               .backend = backend, .enable_prefix_caching = true, .eviction = eviction},
                           {sink});
     const auto t0 = Clock::now();
-    const bool ok = replay_backend(s, manager);
+    const bool ok = measure::replay_through_backend(s, manager);
     const auto t1 = Clock::now();
-    const bool floor_ok = replay_floor(s);
+    const bool floor_ok = measure::replay_through_floor(s);
     const auto t2 = Clock::now();
     if (!ok || !floor_ok) {
       state.SkipWithError("capacity exhausted: the stream does not fit its pages");

@@ -1,6 +1,7 @@
 // kvtier: the command-line front end. Thin: parses, calls the library, prints.
 #include <CLI/CLI.hpp>
 
+#include "bench_command.hpp"
 #include "info_command.hpp"
 #include "replay_command.hpp"
 #include "script_command.hpp"
@@ -12,6 +13,7 @@ int main(int argc, char** argv) {
   kvtier::cli::add_info_command(app, exit_code);
   kvtier::cli::add_script_command(app, exit_code);
   kvtier::cli::add_replay_command(app, exit_code);
+  kvtier::cli::add_bench_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

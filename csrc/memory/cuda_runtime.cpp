@@ -196,6 +196,23 @@ class CudaStream final : public detail::StreamBackend {
     KVTIER_CUDA_CHECK(cudaMemsetAsync(dst, value, bytes, stream_));
   }
 
+  void write_kv_async(const KvWrite& write) override {
+    check_kv_write(write);
+    if (write.tokens == 0) return;
+    ScopedRange range{"kvtier.write_kv_async"};
+    DeviceScope scope(device_);
+    // K, V and slots are read by the kernel through their mapped addresses.
+    const auto mapped = [](const void* host) {
+      void* device = nullptr;
+      KVTIER_CUDA_CHECK(cudaHostGetDevicePointer(&device, const_cast<void*>(host), 0));
+      return device;
+    };
+    KVTIER_CUDA_CHECK(kernels::launch_write_kv(write.slab, *write.layout, write.layer,
+                                               static_cast<const float*>(mapped(write.key)),
+                                               static_cast<const float*>(mapped(write.value)), write.tokens,
+                                               static_cast<const std::int64_t*>(mapped(write.slots)), stream_));
+  }
+
   void record(detail::EventBackend& event) override {
     KVTIER_CUDA_CHECK(cudaEventRecord(cuda_event(event).handle(), stream_));
   }

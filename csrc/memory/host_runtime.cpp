@@ -20,6 +20,7 @@
 #endif
 
 #include "kvtier/core/errors.hpp"
+#include "kvtier/kernels/reference/write_kv.hpp"
 
 namespace kvtier::memory {
 
@@ -199,6 +200,20 @@ class HostStream final : public detail::StreamBackend {
     if (bytes != 0 && dst == nullptr) throw ContractError("fill of a null pointer");
     enqueue([dst, value, bytes] {
       if (bytes != 0) std::memset(dst, value, bytes);
+    });
+  }
+
+  void write_kv_async(const KvWrite& write) override {
+    check_kv_write(write);
+    if (write.tokens == 0) return;
+    const auto slots = static_cast<std::int64_t>(write.layout->capacity()) * write.layout->geometry().tokens_per_block;
+    for (std::uint32_t t = 0; t < write.tokens; ++t) {
+      if (write.slots[t] >= slots) {
+        throw ContractError("write_kv: slot " + std::to_string(write.slots[t]) + " is outside the pool");
+      }
+    }
+    enqueue([write, layout = *write.layout] {
+      kernels::reference::write_kv(write.slab, layout, write.layer, write.key, write.value, write.tokens, write.slots);
     });
   }
 

@@ -109,7 +109,18 @@ std::vector<PageId> KvPool::find_pattern_mismatches(std::span<const PageId> page
                                                     std::span<const std::uint64_t> identities) {
   check_pages(pages, identities);
   std::vector<PageId> mismatches;
-  if (pages.empty()) return mismatches;
+  read_pages(pages, [&](std::size_t i, std::span<const std::byte> bytes) {
+    if (!matches_page_pattern(identities[i], 0, bytes)) mismatches.push_back(pages[i]);
+  });
+  return mismatches;
+}
+
+void KvPool::read_pages(std::span<const PageId> pages,
+                        const std::function<void(std::size_t, std::span<const std::byte>)>& visit) {
+  for (const PageId page : pages) {
+    if (page.value() >= capacity()) throw ContractError("page " + std::to_string(page.value()) + " is outside the pool");
+  }
+  if (pages.empty()) return;
   const std::size_t batch = staging_pages();
   const std::size_t page_bytes = layout_.page_bytes();
   for (std::size_t first = 0; first < pages.size(); first += batch) {
@@ -118,11 +129,9 @@ std::vector<PageId> KvPool::find_pattern_mismatches(std::span<const PageId> page
     stream_.copy_async(copies);
     stream_.synchronize();
     for (std::size_t slot = 0; slot < count; ++slot) {
-      const std::span<const std::byte> bytes(staging_.bytes_data() + slot * page_bytes, page_bytes);
-      if (!matches_page_pattern(identities[first + slot], 0, bytes)) mismatches.push_back(pages[first + slot]);
+      visit(first + slot, std::span<const std::byte>(staging_.bytes_data() + slot * page_bytes, page_bytes));
     }
   }
-  return mismatches;
 }
 
 }  // namespace kvtier::memory

@@ -182,6 +182,7 @@ g1::TransferState OffloadEngine::settle(std::uint64_t id, Transfer& transfer, bo
   if (status == memory::EventStatus::Complete) {
     transfer.state = g1::TransferState::Complete;
     learn_bandwidth(transfer);
+    count_usage(transfer);
   } else {
     transfer.state = g1::TransferState::Failed;
     ++failed_transfers_;
@@ -198,6 +199,17 @@ void OffloadEngine::learn_bandwidth(const Transfer& transfer) {
   const double measured = static_cast<double>(transfer.bytes) / elapsed;
   ProcessorSharingLink& link = transfer.direction == Direction::SwapOut ? offload_link_ : onboard_link_;
   link.set_bandwidth(link.bandwidth() <= 0.0 ? measured : 0.8 * link.bandwidth() + 0.2 * measured);
+}
+
+void OffloadEngine::count_usage(const Transfer& transfer) {
+  const auto direction = static_cast<std::size_t>(transfer.direction);
+  const double end = now_ms();
+  CopyUsage& usage = usage_[direction];
+  ++usage.transfers;
+  usage.bytes += transfer.bytes;
+  // The union of in-flight intervals: overlapping transfers count once.
+  usage.busy_ms += std::max(0.0, end - std::max(transfer.started_ms, busy_until_ms_[direction]));
+  busy_until_ms_[direction] = std::max(busy_until_ms_[direction], end);
 }
 
 std::uint64_t OffloadEngine::checksum(std::uint32_t g2_page) const {

@@ -7,9 +7,11 @@
 
 #include "kvtier/core/errors.hpp"
 #include "kvtier/core/kv_event_sink.hpp"
+#include "kvtier/core/page_pattern.hpp"
 #include "kvtier/driver/request_driver.hpp"
 #include "kvtier/memory/kv_pool.hpp"
 #include "kvtier/offload/offload_engine.hpp"
+#include "kvtier/replay/token_kv_writer.hpp"
 
 namespace kvtier::replay {
 namespace {
@@ -34,7 +36,6 @@ struct Request {
   ActiveSequence sequence;
   std::size_t prompt_length = 0;
   std::size_t computed = 0;      // tokens whose KV is in G1 (reused or computed)
-  std::size_t written_full = 0;  // leading full blocks whose pages hold (or were checked for) their pattern
   bool admitted_before = false;
   bool prefilled = false;
   std::size_t swapped_in = 0;  // blocks the last swap-in brought back for it
@@ -62,6 +63,7 @@ class Replay {
     KvGeometry geometry = config.geometry;
     geometry.tokens_per_block = bs;
     pool_ = std::make_unique<memory::KvPool>(runtime, KvLayout(geometry, config.layout, config.manager.capacity));
+    writer_ = std::make_unique<TokenKvWriter>(*pool_, config.token_budget);
     manager_ = std::make_unique<g1::G1Manager>(config.manager, std::vector<std::shared_ptr<KvEventSink>>{sink_});
     if (config.host_blocks > 0) {
       engine_ = std::make_shared<offload::OffloadEngine>(runtime, *pool_,
@@ -82,14 +84,22 @@ class Replay {
         continue;
       }
       step();
+      writer_->flush();  // the step's forward pass has run
       now_ += config_.step_ms;
+      if (config_.progress) config_.progress(report_.requests - waiting_.size() - running_.size(), requests_.size());
     }
     manager_->collect_offloads(true);
     report_.evictions = sink_->evicted;
     report_.swap_outs = sink_->landed;
     report_.swap_out_bytes = report_.swap_outs * pool_->layout().page_bytes();
     report_.swap_in_bytes = report_.swap_ins * pool_->layout().page_bytes();
-    if (engine_) report_.failed_copies = engine_->stats().failed_transfers;
+    report_.kv_tokens_written = writer_->tokens_written();
+    report_.kv_bytes_written = writer_->bytes_written();
+    if (engine_) {
+      report_.failed_copies = engine_->stats().failed_transfers;
+      report_.swap_out_gbps = engine_->swap_out_usage().gbps();
+      report_.swap_in_gbps = engine_->swap_in_usage().gbps();
+    }
     report_.virtual_ms = now_;
     report_.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return report_;
@@ -165,10 +175,8 @@ class Replay {
   void preempt(std::size_t i) {
     Request r = std::move(running_[i]);
     running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
-    driver().release(r.owner, r.sequence);
-    ++report_.allocator_ops;
+    release(r);
     r.computed = 0;
-    r.written_full = 0;
     r.prefilled = false;
     ++report_.preemptions;
     waiting_.push_front(std::move(r));
@@ -270,7 +278,6 @@ class Replay {
         a.admitted_before = true;
       }
       verify_reused(a, hits);
-      a.written_full = hits;
       finish_chunk(a, hits * bs, target, budget);
     } else {
       const std::size_t target = std::min(running_[index].sequence.len(), running_[index].computed + budget);
@@ -282,8 +289,7 @@ class Replay {
     if (r.computed < r.sequence.len()) return Outcome::Running;
     r.prefilled = true;
     if (r.sequence.is_complete()) {  // prefill only, or a preempted request that had generated everything
-      driver().release(r.owner, r.sequence);
-      ++report_.allocator_ops;
+      release(r);
       running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(index));
       return Outcome::Finished;
     }
@@ -292,7 +298,7 @@ class Replay {
 
   /// Tokens [from, to) were computed: their full blocks get their patterns.
   void finish_chunk(Request& r, std::size_t from, std::size_t to, std::size_t& budget) {
-    write_full_blocks(r, to / config_.manager.block_size);
+    write_tokens(r, from, to);
     driver().finalize(r.owner, r.sequence, from, to);
     ++report_.allocator_ops;
     budget -= std::min(budget, to - from);
@@ -305,8 +311,8 @@ class Replay {
       report_.allocator_ops += step.applied;
       if (step.acquire.is_ready()) {
         ++report_.generated_tokens;
-        if (step.finished) return Outcome::Finished;
-        write_full_blocks(r, r.sequence.full_block_count());
+        if (step.finished) return Outcome::Finished;  // the driver released it: its last token is never read
+        write_tokens(r, r.sequence.len() - 1, r.sequence.len());
         return Outcome::Running;
       }
       // The token stays; its stopped Use is retried by allocating to the length.
@@ -316,42 +322,66 @@ class Replay {
       if (!allocate(at, running_[at].sequence.len())) return Outcome::Preempted;
       ++report_.generated_tokens;
       Request& now = running_[at];
-      write_full_blocks(now, now.sequence.full_block_count());
       if (now.sequence.is_complete()) {  // its final Deref was not applied: release it here
-        driver().release(now.owner, now.sequence);
-        ++report_.allocator_ops;
+        release(now);
         running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(at));
         return Outcome::Preempted;  // it left `running_` (finished)
       }
+      write_tokens(now, now.sequence.len() - 1, now.sequence.len());
       return Outcome::Running;
     }
   }
 
-  /// Writes the pattern of the owner's full blocks [written_full, upto).
-  void write_full_blocks(Request& r, std::size_t upto) {
-    upto = std::min(upto, r.sequence.full_block_count());
-    if (upto <= r.written_full) return;
-    const auto table = manager_->block_table(r.owner);
-    std::vector<PageId> pages(table.begin() + static_cast<std::ptrdiff_t>(r.written_full),
-                              table.begin() + static_cast<std::ptrdiff_t>(upto));
-    std::vector<std::uint64_t> identities;
-    for (std::size_t i = r.written_full; i < upto; ++i) identities.push_back(r.sequence.blocks()[i].hash().value());
-    pool_->fill_pattern(pages, identities);
-    r.written_full = upto;
+  /// Frees the request's pages (Deref); its staged K/V is written first, so
+  /// no write lands on a page after it changed hands.
+  void release(Request& r) {
+    writer_->flush();
+    driver().release(r.owner, r.sequence);
+    ++report_.allocator_ops;
   }
 
-  /// The first `hits` blocks were reused: their pages must hold their patterns.
+  /// The K/V identities of the tokens [block * bs, block * bs + count) of `r`.
+  void token_identities(const Request& r, std::size_t block, std::size_t count, std::vector<std::uint64_t>& out) const {
+    const std::size_t bs = config_.manager.block_size;
+    const auto tokens = r.sequence.tokens();
+    const std::uint64_t parent = block == 0 ? 0 : r.sequence.blocks()[block - 1].hash().value();
+    std::uint64_t identity = token_kv_identity(parent, {});
+    for (std::size_t t = 0; t < count; ++t) {
+      identity = page_pattern_word(identity, tokens[block * bs + t]);
+      out.push_back(identity);
+    }
+  }
+
+  /// Tokens [from, to) were computed: their K/V goes into their slots.
+  void write_tokens(const Request& r, std::size_t from, std::size_t to) {
+    if (from >= to) return;
+    const std::size_t bs = config_.manager.block_size;
+    const auto table = manager_->block_table(r.owner);
+    std::vector<std::uint64_t>& identities = identity_buffer_;
+    for (std::size_t block = from / bs; block * bs < to; ++block) {
+      identities.clear();
+      const std::size_t end = std::min(to, (block + 1) * bs);
+      token_identities(r, block, end - block * bs, identities);
+      for (std::size_t pos = std::max(from, block * bs); pos < end; ++pos) {
+        writer_->stage(table[block], static_cast<std::uint32_t>(pos % bs), identities[pos - block * bs]);
+      }
+    }
+  }
+
+  /// The first `hits` blocks were reused: their pages must hold their tokens' K/V.
   void verify_reused(const Request& r, std::size_t hits) {
     if (config_.verify == VerifyMode::Off || hits == 0) return;
+    const std::size_t bs = config_.manager.block_size;
     const auto table = manager_->block_table(r.owner);
     std::vector<PageId> pages;
-    std::vector<std::uint64_t> identities;
+    std::vector<std::uint64_t>& identities = identity_buffer_;
+    identities.clear();
     for (std::size_t i = 0; i < hits; ++i) {
       if (config_.verify == VerifyMode::Sample && i % config_.sample_every != 0 && i + 1 != hits) continue;
       pages.push_back(table[i]);
-      identities.push_back(r.sequence.blocks()[i].hash().value());
+      token_identities(r, i, bs, identities);
     }
-    const auto bad = pool_->find_pattern_mismatches(pages, identities);
+    const auto bad = writer_->find_mismatches(pages, identities);
     report_.pages_verified += pages.size();
     report_.mismatches += bad.size();
     if (!bad.empty() && !report_.first_bad_page) report_.first_bad_page = bad.front().value();
@@ -360,6 +390,8 @@ class Replay {
   ReplayConfig config_;
   const std::vector<TraceRequest>& requests_;
   std::unique_ptr<memory::KvPool> pool_;
+  std::unique_ptr<TokenKvWriter> writer_;
+  std::vector<std::uint64_t> identity_buffer_;
   std::shared_ptr<offload::OffloadEngine> engine_;  // after pool_: reads its pages
   std::shared_ptr<CountingSink> sink_ = std::make_shared<CountingSink>();
   std::unique_ptr<g1::G1Manager> manager_;

@@ -11,6 +11,7 @@
 
 #include "kvtier/core/errors.hpp"
 #include "kvtier/core/page_pattern.hpp"
+#include "kvtier/kernels/reference/write_kv.hpp"
 #include "kvtier/memory/block_table_builder.hpp"
 #include "kvtier/memory/kv_pool.hpp"
 #include "kvtier/memory/page_copy_plan.hpp"
@@ -361,6 +362,67 @@ TYPED_TEST_P(RuntimeContract, KvPoolRejectsBadArgumentsWithoutWriting) {
   EXPECT_THROW(KvPool(this->runtime(), KvLayout(geometry, PageLayout::PageMajor, 0)), ConfigError);
 }
 
+TYPED_TEST_P(RuntimeContract, WriteKvThroughSlotsMatchesTheReference) {
+  for (const KvDtype dtype : {KvDtype::Bf16, KvDtype::Fp8, KvDtype::Fp32}) {
+    for (const PageLayout kind : {PageLayout::PageMajor, PageLayout::LayerMajor}) {
+      const KvGeometry geometry{.layers = 3, .kv_heads = 2, .head_dim = 16, .dtype = dtype, .tokens_per_block = 4};
+      const KvLayout layout(geometry, kind, 8);
+      KvPool pool(this->runtime(), layout);
+      constexpr std::uint32_t kTokens = 6;
+      const std::size_t row = 2 * 16;
+      PinnedBuffer key = this->runtime().allocate_pinned(kTokens * row * sizeof(float));
+      PinnedBuffer value = this->runtime().allocate_pinned(kTokens * row * sizeof(float));
+      PinnedBuffer slots = this->runtime().allocate_pinned(kTokens * sizeof(std::int64_t));
+      const std::int64_t slot_list[kTokens] = {5, 30, -1, 6, 0, 31};  // pages 1, 7, padding, 1, 0, 7
+      std::memcpy(slots.data(), slot_list, sizeof(slot_list));
+      std::vector<std::byte> expected(layout.slab_bytes());
+      Stream stream = this->runtime().create_stream();
+      for (std::uint32_t layer = 0; layer < geometry.layers; ++layer) {
+        auto* k = static_cast<float*>(key.data());
+        auto* v = static_cast<float*>(value.data());
+        stream.synchronize();  // the previous layer's write read these buffers
+        for (std::size_t i = 0; i < kTokens * row; ++i) {  // small integers: exact in every dtype
+          k[i] = static_cast<float>(static_cast<int>((i * 7 + layer * 3) % 15) - 7);
+          v[i] = static_cast<float>(static_cast<int>((i * 5 + layer) % 13) - 6);
+        }
+        kernels::reference::write_kv(expected.data(), layout, layer, k, v, kTokens, slot_list);
+        stream.write_kv_async(KvWrite{.slab = pool.slab(), .layout = &pool.layout(), .layer = layer, .key = k,
+                                      .value = v, .tokens = kTokens, .slots = static_cast<std::int64_t*>(slots.data())});
+      }
+      stream.synchronize();
+      const std::vector<PageId> pages{PageId(0), PageId(1), PageId(2), PageId(7)};
+      pool.read_pages(pages, [&](std::size_t i, std::span<const std::byte> bytes) {
+        std::vector<std::byte> want;
+        for (std::uint32_t chunk = 0; chunk < layout.chunks_per_page(); ++chunk) {
+          const std::byte* at = expected.data() + layout.chunk_offset(pages[i].value(), chunk);
+          want.insert(want.end(), at, at + layout.chunk_bytes());
+        }
+        EXPECT_TRUE(std::equal(want.begin(), want.end(), bytes.begin(), bytes.end()))
+            << "page " << pages[i].value() << " " << page_layout_name(kind) << " dtype " << static_cast<int>(dtype);
+      });
+    }
+  }
+}
+
+TYPED_TEST_P(RuntimeContract, WriteKvRefusesABadWriteBeforeEnqueuing) {
+  const KvGeometry geometry{.layers = 2, .kv_heads = 1, .head_dim = 8, .dtype = KvDtype::Fp32, .tokens_per_block = 4};
+  KvPool pool(this->runtime(), KvLayout(geometry, PageLayout::PageMajor, 2));
+  PinnedBuffer floats = this->runtime().allocate_pinned(8 * sizeof(float));
+  PinnedBuffer slots = this->runtime().allocate_pinned(sizeof(std::int64_t));
+  auto* f = static_cast<float*>(floats.data());
+  auto* s = static_cast<std::int64_t*>(slots.data());
+  Stream stream = this->runtime().create_stream();
+  KvWrite write{.slab = pool.slab(), .layout = &pool.layout(), .layer = 2, .key = f, .value = f, .tokens = 1, .slots = s};
+  EXPECT_THROW(stream.write_kv_async(write), ContractError);  // layer outside the layout
+  write.layer = 0;
+  write.key = nullptr;
+  EXPECT_THROW(stream.write_kv_async(write), ContractError);
+  write.key = f;
+  write.tokens = 0;
+  stream.write_kv_async(write);  // nothing to write is not an error
+  stream.synchronize();
+}
+
 TYPED_TEST_P(RuntimeContract, BlockTableBuilderPacksPaddedRowsWithOneCopyPerStep) {
   BlockTableBuilder builder(this->runtime(), 4, 3);
   Stream stream = this->runtime().create_stream();
@@ -388,7 +450,7 @@ TYPED_TEST_P(RuntimeContract, BlockTableBuilderPacksPaddedRowsWithOneCopyPerStep
   EXPECT_THROW(builder.build(too_many, stream), ContractError);
 }
 
-REGISTER_TYPED_TEST_SUITE_P(RuntimeContract, AllocatesDistinctBuffersOfTheRequestedSize, WorkOnOneStreamRunsInOrder,
+REGISTER_TYPED_TEST_SUITE_P(RuntimeContract, WriteKvThroughSlotsMatchesTheReference, WriteKvRefusesABadWriteBeforeEnqueuing, AllocatesDistinctBuffersOfTheRequestedSize, WorkOnOneStreamRunsInOrder,
                             AllocationsAreZeroFilled, BatchedDeviceToDeviceCopiesSmallAndLarge,
                             PagesMoveBetweenLayoutsAndTiersByTheCopyPlan, CopyPlanCoalescesRunsAndRefusesMismatches,
                             GatherMovesScatteredPagesThroughADeviceRingAndBack, APriorityStreamOrdersItsWorkAsAnyStream,

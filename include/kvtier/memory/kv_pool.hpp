@@ -1,5 +1,6 @@
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <vector>
@@ -48,6 +49,12 @@ class KvPool {
   /// The pages whose bytes differ from the pattern of their identity, in input order.
   std::vector<PageId> find_pattern_mismatches(std::span<const PageId> pages,
                                               std::span<const std::uint64_t> identities);
+  /// Copies the pages to host memory, a batch at a time, and calls
+  /// visit(i, bytes of pages[i]) in input order; the bytes are the page's
+  /// chunks in order (the layout of a one-page pool of either kind). Throws
+  /// ContractError for a page out of range before copying anything.
+  void read_pages(std::span<const PageId> pages,
+                  const std::function<void(std::size_t, std::span<const std::byte>)>& visit);
 
  private:
   void check_pages(std::span<const PageId> pages, std::span<const std::uint64_t> identities) const;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kvtier/core/copy_descriptor.hpp"
+#include "kvtier/core/kv_layout.hpp"
 
 namespace kvtier::memory {
 
@@ -18,6 +19,24 @@ const char* runtime_kind_name(RuntimeKind kind) noexcept;
 using kvtier::CopyDescriptor;
 
 enum class EventStatus : std::uint8_t { Pending, Complete, Failed };
+
+/// One layer's K/V of `tokens` new tokens written into a pool's pages, as
+/// vLLM's reshape_and_cache does: key/value are [tokens, kv_heads, head_dim]
+/// floats and slots[t] = page * block_size + offset (< 0: padding). key,
+/// value and slots live in pinned host memory (the CUDA kernel reads them
+/// mapped) and stay valid, like a copy's pointers, until the write completed.
+struct KvWrite {
+  std::byte* slab = nullptr;
+  const KvLayout* layout = nullptr;
+  std::uint32_t layer = 0;
+  const float* key = nullptr;
+  const float* value = nullptr;
+  std::uint32_t tokens = 0;
+  const std::int64_t* slots = nullptr;
+};
+/// Throws ContractError for a write no runtime may enqueue: a null pointer or
+/// a layer outside the layout (slots are the runtime's to bound).
+void check_kv_write(const KvWrite& write);
 
 struct DeviceInfo {
   std::string name;
@@ -86,6 +105,7 @@ class StreamBackend {
   /// Default: the copy engines' path (HostRuntime has no other).
   virtual void gather_async(std::span<const CopyDescriptor> copies) { copy_async(copies); }
   virtual void fill_async(void* dst, std::uint8_t value, std::size_t bytes) = 0;
+  virtual void write_kv_async(const KvWrite& write) = 0;
   virtual void record(EventBackend& event) = 0;
   virtual void wait(const EventBackend& event) = 0;
   virtual void synchronize() = 0;
@@ -130,6 +150,12 @@ class Stream {
   /// ordering and failure rules as copy_async. HostRuntime: copy_async.
   void gather_async(std::span<const CopyDescriptor> copies) { backend_->gather_async(copies); }
   void fill_async(void* dst, std::uint8_t value, std::size_t bytes) { backend_->fill_async(dst, value, bytes); }
+  /// Writes one layer's K/V of new tokens through their slots: the write_kv
+  /// kernel on CUDA, its CPU reference on HostRuntime. Throws ContractError
+  /// (null pointer, layer outside the layout; HostRuntime also a slot past
+  /// the pool) before enqueuing anything; the CUDA kernel never writes a
+  /// slot past the pool.
+  void write_kv_async(const KvWrite& write) { backend_->write_kv_async(write); }
   void record(Event& event) { backend_->record(event.backend()); }
   /// Later work on this stream waits for the event's most recent record.
   void wait(const Event& event) { backend_->wait(event.backend()); }

@@ -36,6 +36,17 @@ struct OffloadConfig {
   std::size_t staging_below_bytes = std::size_t{64} << 10;
 };
 
+/// The copies of one direction that completed: bytes, and the wall time during
+/// which at least one of them was in flight, from submission to the poll that
+/// saw it end (an upper bound on the copy time: bytes / busy_ms is a floor on
+/// the achieved bandwidth).
+struct CopyUsage {
+  std::uint64_t transfers = 0;
+  std::uint64_t bytes = 0;
+  double busy_ms = 0.0;
+  double gbps() const { return busy_ms > 0.0 ? static_cast<double>(bytes) / busy_ms / 1e6 : 0.0; }
+};
+
 /// The G2 tier under a G1 backend, with real copies (docs/offload.md):
 /// swap-outs run on the offload stream, swap-ins on the onboard stream, each
 /// transfer one batched copy submission followed by one event. Single-threaded:
@@ -74,6 +85,9 @@ class OffloadEngine final : public g1::OffloadTier {
   std::optional<std::uint32_t> host_page(const PositionalLineageHash& plh) const { return registry_.resident_page(plh); }
   /// Every block resident in G2 with its page, in page order.
   std::vector<std::pair<std::uint32_t, SequenceHash>> resident_blocks() const { return registry_.resident_blocks(); }
+  /// Completed swap-outs (G1 -> G2) and swap-ins (G2 -> G1).
+  const CopyUsage& swap_out_usage() const noexcept { return usage_[0]; }
+  const CopyUsage& swap_in_usage() const noexcept { return usage_[1]; }
   /// How long allocating the G2 slab took (pinning is slow; `kvtier info` reports it).
   double host_allocation_seconds() const noexcept { return allocation_seconds_; }
   /// Fails the Nth copy batch this engine submits from now (1 = the next);
@@ -104,6 +118,7 @@ class OffloadEngine final : public g1::OffloadTier {
   /// Reads the transfer's event (waiting when asked) and notes how it ended.
   g1::TransferState settle(std::uint64_t id, Transfer& transfer, bool wait);
   void learn_bandwidth(const Transfer& transfer);
+  void count_usage(const Transfer& transfer);
   std::uint64_t checksum(std::uint32_t g2_page) const;
   Transfer& swap_in(std::uint64_t transfer);
   const Transfer& swap_in(std::uint64_t transfer) const;
@@ -130,6 +145,8 @@ class OffloadEngine final : public g1::OffloadTier {
   std::uint64_t fault_at_batch_ = 0;
   std::uint64_t verify_failures_ = 0;
   std::uint64_t failed_transfers_ = 0;
+  CopyUsage usage_[2];           // by Direction
+  double busy_until_ms_[2] = {};  // end of the last counted interval, by Direction
 };
 
 }  // namespace kvtier::offload

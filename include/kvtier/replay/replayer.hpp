@@ -4,9 +4,11 @@
 // prefill under a token budget per step, one decode token per running request
 // per step, LIFO preemption when G1 runs out — driving a G1Manager through the
 // shared RequestDriver, with the offload tier's swap-ins before admission.
-// Every computed block's page gets the pattern of its block; every reused
-// block (G1 prefix hit or swap-in) is checked against it.
+// Every computed token's K/V goes into its slot through write_kv (the kernel
+// on CUDA, its reference on HostRuntime); every reused block (G1 prefix hit
+// or swap-in) is checked against the K/V its tokens must hold.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -38,6 +40,9 @@ struct ReplayConfig {
   /// HostRuntime only: before each swap-in or allocation, one chance in this
   /// many that the offload engine's next copy batch fails (0: never).
   std::uint32_t copy_fault_one_in = 0;
+  /// Called after every scheduler step with (requests finished, requests in
+  /// the trace): the CLI's progress bar.
+  std::function<void(std::size_t, std::size_t)> progress{};
 };
 
 struct ReplayReport {
@@ -54,6 +59,10 @@ struct ReplayReport {
   std::size_t swap_ins = 0;        // blocks registered back into G1
   std::size_t swap_out_bytes = 0;
   std::size_t swap_in_bytes = 0;
+  double swap_out_gbps = 0.0;      // bytes / time with a swap-out in flight (a floor: ends are seen at polls)
+  double swap_in_gbps = 0.0;
+  std::size_t kv_tokens_written = 0;  // tokens whose K/V write_kv put into their slots
+  std::size_t kv_bytes_written = 0;
   std::size_t failed_copies = 0;   // transfers whose copy failed (their blocks were dropped, not corrupted)
   std::size_t allocator_ops = 0;   // manager calls made by the replay
   std::size_t pages_verified = 0;

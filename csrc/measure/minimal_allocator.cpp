@@ -1,6 +1,6 @@
-#include "minimal_allocator.hpp"
+#include "kvtier/measure/minimal_allocator.hpp"
 
-namespace kvtier::bench {
+namespace kvtier::measure {
 
 MinimalAllocator::MinimalAllocator(std::uint32_t pages) : pages_(pages) {
   std::size_t slots = 2;
@@ -95,4 +95,4 @@ void MinimalAllocator::release(std::span<const UniqueBlock> blocks) {
   }
 }
 
-}  // namespace kvtier::bench
+}  // namespace kvtier::measure

@@ -1,10 +1,10 @@
-#include "request_streams.hpp"
+#include "kvtier/measure/request_streams.hpp"
 
 #include "kvtier/core/block_hash.hpp"
 #include "kvtier/core/errors.hpp"
 #include "kvtier/replay/trace.hpp"
 
-namespace kvtier::bench {
+namespace kvtier::measure {
 namespace {
 
 std::uint64_t splitmix64(std::uint64_t x) {
@@ -65,4 +65,4 @@ RequestStream trace_stream(const std::string& path, std::size_t requests, std::u
   return stream;
 }
 
-}  // namespace kvtier::bench
+}  // namespace kvtier::measure

@@ -9,7 +9,7 @@
 
 #include "kvtier/core/move_block.hpp"
 
-namespace kvtier::bench {
+namespace kvtier::measure {
 
 /// One request: its full blocks' Use (hashes, local hashes, lineage hashes)
 /// and the Deref that finishes it (leaf first).
@@ -39,4 +39,4 @@ RequestStream shared_half_stream(std::size_t requests, std::size_t tokens, std::
 RequestStream trace_stream(const std::string& path, std::size_t requests, std::uint32_t block_size, std::size_t live,
                            std::uint32_t pages);
 
-}  // namespace kvtier::bench
+}  // namespace kvtier::measure

@@ -10,7 +10,7 @@
 
 #include "kvtier/core/move_block.hpp"
 
-namespace kvtier::bench {
+namespace kvtier::measure {
 
 class MinimalAllocator {
  public:
@@ -47,4 +47,4 @@ class MinimalAllocator {
   std::size_t unowned_ = 0;  // cached pages in the LRU
 };
 
-}  // namespace kvtier::bench
+}  // namespace kvtier::measure

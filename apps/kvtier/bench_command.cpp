@@ -1,0 +1,169 @@
+#include "bench_command.hpp"
+
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "kvtier/core/errors.hpp"
+#include "kvtier/measure/allocator_cycle.hpp"
+#include "kvtier/measure/request_streams.hpp"
+#include "kvtier/measure/swap_measurement.hpp"
+#include "kvtier/memory/runtime_factory.hpp"
+#include "result_table.hpp"
+
+namespace kvtier::cli {
+namespace {
+
+constexpr std::size_t kMaxSwapBatchBytes = std::size_t{256} << 20;
+
+struct AllocOptions {
+  std::string stream = "all";  // shared_half | mooncake | all
+  std::string trace = "../shared/traces/mooncake_synthetic_trace.jsonl";
+  std::size_t rounds = 5;
+  std::string json;
+  std::string csv;
+};
+
+struct SwapOptions {
+  std::string device = "auto";
+  std::vector<std::size_t> page_bytes{4 << 10, 16 << 10, 64 << 10, 256 << 10, 2 << 20};
+  std::size_t batch = 256;
+  std::vector<std::string> paths{"batched", "staged", "per_page"};
+  std::string direction = "both";  // out | in | both
+  std::size_t iterations = 5;
+  std::string json;
+  std::string csv;
+};
+
+/// The floor fraction the hot-path issue asks of each allocator.
+double floor_target(const std::string& allocator) {
+  if (allocator == "native") return 0.5;
+  if (allocator == "kvbm/lineage") return 0.25;
+  return 0.35;
+}
+
+void write_outputs(const nlohmann::ordered_json& rows, const std::string& json, const std::string& csv) {
+  print_table(std::cout, rows);
+  if (!json.empty()) write_json(json, rows);
+  if (!csv.empty()) write_csv(csv, rows);
+}
+
+int run_alloc(const AllocOptions& o) {
+  if (o.stream != "all" && o.stream != "shared_half" && o.stream != "mooncake") {
+    throw ConfigError("stream must be shared_half, mooncake or all");
+  }
+  std::vector<measure::RequestStream> streams;
+  if (o.stream != "mooncake") streams.push_back(measure::shared_half_stream(1000, 2048, 16, 64, 16384));
+  if (o.stream != "shared_half") {
+    if (std::filesystem::exists(o.trace)) {
+      streams.push_back(measure::trace_stream(o.trace, 300, 16, 16, 64 * 1024));
+    } else if (o.stream == "mooncake") {
+      throw ConfigError("no trace at " + o.trace + " (--trace)");
+    } else {
+      std::cerr << "kvtier bench alloc: no trace at " << o.trace << "; the mooncake stream is skipped\n";
+    }
+  }
+  const std::pair<g1::G1Backend, g1::EvictionBackend> allocators[] = {
+      {g1::G1Backend::Native, g1::EvictionBackend::Lineage},
+      {g1::G1Backend::Kvbm, g1::EvictionBackend::Lru},
+      {g1::G1Backend::Kvbm, g1::EvictionBackend::MultiLru},
+      {g1::G1Backend::Kvbm, g1::EvictionBackend::Lineage}};
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (const auto& stream : streams) {
+    for (const auto& [backend, eviction] : allocators) {
+      const auto r = measure::measure_allocator_cycle(stream, backend, eviction, o.rounds);
+      rows.push_back({{"allocator", r.allocator},
+                      {"stream", r.stream},
+                      {"blocks", r.blocks},
+                      {"rounds", r.rounds},
+                      {"blocks_per_s", r.blocks_per_second},
+                      {"floor_blocks_per_s", r.floor_blocks_per_second},
+                      {"fraction_of_floor", r.fraction_of_floor},
+                      {"target", floor_target(r.allocator)},
+                      {"metadata_B_per_page", r.metadata_bytes_per_page},
+                      {"events_per_round", r.events_per_round}});
+    }
+  }
+  write_outputs(rows, o.json, o.csv);
+  return 0;
+}
+
+int run_swap(const SwapOptions& o) {
+  if (o.direction != "out" && o.direction != "in" && o.direction != "both") {
+    throw ConfigError("direction must be out, in or both");
+  }
+  if (o.batch == 0) throw ConfigError("batch must be at least 1");
+  std::vector<measure::SwapPath> paths;
+  for (const std::string& name : o.paths) paths.push_back(measure::parse_swap_path(name));
+  const auto runtime = memory::make_runtime(memory::parse_runtime_choice(o.device));
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (const bool swap_out : {true, false}) {
+    if ((swap_out && o.direction == "in") || (!swap_out && o.direction == "out")) continue;
+    for (const measure::SwapPath path : paths) {
+      if (path == measure::SwapPath::Engine && !swap_out) continue;  // the engine path is swap-out only
+      for (const std::size_t page : o.page_bytes) {
+        // Large pages: fewer of them, so a batch stays within 256 MiB.
+        const std::size_t batch = std::max<std::size_t>(1, std::min(o.batch, kMaxSwapBatchBytes / std::max<std::size_t>(page, 1)));
+        const auto p = measure::measure_swap(*runtime, page, batch, path, swap_out, o.iterations);
+        rows.push_back({{"runtime", memory::runtime_kind_name(runtime->kind())},
+                        {"direction", swap_out ? "out" : "in"},
+                        {"path", measure::swap_path_name(path)},
+                        {"page_bytes", p.page_bytes},
+                        {"batch", p.batch},
+                        {"iterations", p.iterations},
+                        {"GBps", p.gbps},
+                        {"ceiling_GBps", p.ceiling_gbps},
+                        {"of_ceiling", p.of_ceiling()}});
+      }
+    }
+  }
+  write_outputs(rows, o.json, o.csv);
+  return 0;
+}
+
+template <class Run, class Options>
+void on_run(CLI::App* cmd, std::shared_ptr<Options> o, Run run, int& exit_code, const char* name) {
+  cmd->callback([o, run, &exit_code, name] {
+    try {
+      exit_code = run(*o);
+    } catch (const std::exception& error) {
+      std::cerr << "kvtier bench " << name << ": " << error.what() << '\n';
+      exit_code = 2;
+    }
+  });
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app, int& exit_code) {
+  CLI::App* bench = app.add_subcommand("bench", "Measure the allocator cycle or swap bandwidth against same-run baselines");
+  bench->require_subcommand(1);
+
+  auto a = std::make_shared<AllocOptions>();
+  CLI::App* alloc = bench->add_subcommand(
+      "alloc", "Request-cycle throughput of every backend and policy as a fraction of a minimal allocator (same run)");
+  alloc->add_option("--stream", a->stream, "shared_half | mooncake | all")->capture_default_str();
+  alloc->add_option("--trace", a->trace, "the Mooncake trace the mooncake stream reads")->capture_default_str();
+  alloc->add_option("--rounds", a->rounds, "alternated backend/floor rounds (medians)")->capture_default_str();
+  alloc->add_option("--json", a->json, "write the rows as JSON to this file");
+  alloc->add_option("--csv", a->csv, "write the rows as CSV to this file");
+  on_run(alloc, a, run_alloc, exit_code, "alloc");
+
+  auto s = std::make_shared<SwapOptions>();
+  CLI::App* swap = bench->add_subcommand(
+      "swap", "Swap bandwidth between scattered G1 pages and pinned G2 pages, next to the link's ceiling (same run)");
+  swap->add_option("--device", s->device, "auto | host | cuda")->capture_default_str();
+  swap->add_option("--page-bytes", s->page_bytes, "page sizes (multiples of 256)")->delimiter(',')->capture_default_str();
+  swap->add_option("--batch", s->batch, "pages per copy (fewer for large pages: at most 256 MiB)")->capture_default_str();
+  swap->add_option("--paths", s->paths, "per_page | batched | staged | engine")->delimiter(',')->capture_default_str();
+  swap->add_option("--direction", s->direction, "out | in | both")->capture_default_str();
+  swap->add_option("--iterations", s->iterations, "alternations of the path and the ceiling")->capture_default_str();
+  swap->add_option("--json", s->json, "write the rows as JSON to this file");
+  swap->add_option("--csv", s->csv, "write the rows as CSV to this file");
+  on_run(swap, s, run_swap, exit_code, "swap");
+}
+
+}  // namespace kvtier::cli
