@@ -4,9 +4,12 @@
 # (scripts/fetch-device-deps.sh, run beforehand where a registry is reachable)
 # into a prefix, configures with CUDA forced on for sm_90, builds, runs the
 # `gpu` label (failing if any gpu test skipped) beside the `cpu` label,
-# compute-sanitizer memcheck and racecheck over the GPU tests, and the copy
-# bench. It prints a short summary; logs and bench JSON go to $OUT when set
-# (the device tool), else build/gpu-check/results — at most 8 files.
+# compute-sanitizer memcheck and racecheck over the GPU tests, the copy bench,
+# `kvtier bench swap` and `kvtier replay` on device memory. It prints a short
+# summary; logs and the swap CSV go to $OUT when set (the device tool), else
+# build/gpu-check/results — 8 files: summary.txt (device facts included),
+# build.log, ctest-cpu.log, ctest-gpu.log, sanitizer.log, bench.log,
+# swap-bench.csv, replay.log.
 #
 # Usage: scripts/gpu-check.sh            the whole check; fails without a GPU
 #        scripts/gpu-check.sh --no-gpu   only the steps a CPU machine can run
@@ -41,11 +44,13 @@ echo "kvtier gpu-check $(date -u +%FT%TZ) on $(hostname), $(nproc) cores" | tee 
 if $no_gpu; then
   echo "--no-gpu: the GPU steps are NOT run; nothing here says anything about a GPU" | tee -a "$summary"
 else
-  if ! nvidia-smi -L > "$out/device.txt" 2>&1 || ! grep -q '^GPU ' "$out/device.txt"; then
+  device=$(nvidia-smi -L 2>&1)
+  echo "$device" >> "$summary"
+  if ! grep -q '^GPU ' <<< "$device"; then
     echo "gpu-check: nvidia-smi lists no GPU; refusing to report a GPU check without one" | tee -a "$summary"
     exit 1
   fi
-  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >> "$out/device.txt" 2>&1
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >> "$summary" 2>&1
 fi
 
 # Dependencies: the carried packages when present, else whatever the machine has.
@@ -64,7 +69,7 @@ ctest --test-dir "$build" -L cpu -j "$(($(nproc) / 2))" --timeout 600 > "$out/ct
 cpu_pid=$!
 
 if ! $no_gpu; then
-  "$build/kvtier" info >> "$out/device.txt" 2>&1
+  "$build/kvtier" info >> "$summary" 2>&1
   gpu_log="$out/ctest-gpu.log"
   step "ctest -L gpu" 240 "$gpu_log" ctest --test-dir "$build" -L gpu --output-on-failure --timeout 120
   skipped=$(grep -c 'Skipped' "$gpu_log")
@@ -78,12 +83,15 @@ if ! $no_gpu; then
     "$build/tests/kvtier_gpu_tests" --gtest_filter='-*SlabOverFourGiB*:*PendingEvent*'
   step "racecheck (kernels)" 180 "$san_log" compute-sanitizer --tool racecheck --error-exitcode 9 \
     "$build/tests/kvtier_gpu_tests" --gtest_filter='Layouts/KvKernels.*:CudaPath.Attention*:CudaPath.CopyPages*'
-  step "copy bench" 180 "$out/copy-bench.log" "$build/kvtier_copy_bench" --benchmark_repetitions=3 \
-    --benchmark_report_aggregates_only=true --benchmark_out="$out/copy-bench.json" --benchmark_out_format=json
-  # Swap bandwidth of the offload tier per copy path, each next to the link's ceiling (issue #8).
-  step "swap bench" 150 "$out/swap-bench.log" env KVTIER_BENCH_RUNTIME=cuda "$build/kvtier_swap_bench" \
-    --benchmark_min_time=0.05 --benchmark_filter='page_bytes:(16384|65536|2097152)/' \
-    --benchmark_out="$out/swap-bench.json" --benchmark_out_format=json
+  step "copy bench" 180 "$out/bench.log" "$build/kvtier_copy_bench" --benchmark_repetitions=3 \
+    --benchmark_report_aggregates_only=true
+  # Swap bandwidth of the offload tier per copy path, each next to the link's ceiling (issues #8, #9).
+  step "kvtier bench swap" 150 "$out/bench.log" "$build/kvtier" bench swap --device cuda \
+    --paths batched,staged,per_page,engine --iterations 5 --csv "$out/swap-bench.csv"
+  # The main job on device memory: K/V through the write_kv kernel, every reused page checked.
+  step "replay (cuda)" 120 "$out/replay.log" "$build/kvtier" replay --device cuda --verify full
+  step "replay (cuda, G2 tier)" 120 "$out/replay.log" "$build/kvtier" replay --device cuda --capacity 1024 \
+    --host-blocks 4096 --verify full
 fi
 
 wait "$cpu_pid"
@@ -92,7 +100,8 @@ printf '%-28s %4s   %s\n' "ctest -L cpu" "" "$( ((cpu_rc == 0)) && echo ok || ec
 ((cpu_rc == 0)) || failed=1
 grep -E 'tests passed|tests failed' "$out/ctest-cpu.log" | tail -1 | tee -a "$summary"
 $no_gpu || grep -E 'tests passed|tests failed' "$out/ctest-gpu.log" | tail -1 | tee -a "$summary"
-$no_gpu || grep -E '^BM_.*_(median)' "$out/copy-bench.log" | tee -a "$summary"
-$no_gpu || grep -E '^BM_Swap/.*batch:(256|4096)/' "$out/swap-bench.log" | tee -a "$summary"
+$no_gpu || grep -E '^BM_.*_(median)' "$out/bench.log" | tee -a "$summary"
+$no_gpu || grep -E ' (out|in) +(batched|staged) ' "$out/bench.log" | tee -a "$summary"
+$no_gpu || grep -E '^(prefix hits|offload|integrity):' "$out/replay.log" | tee -a "$summary"
 echo "gpu-check: $( ((failed == 0)) && echo PASSED || echo FAILED) in $(($(date +%s) - began)) s" | tee -a "$summary"
 exit "$failed"

@@ -1,6 +1,9 @@
 #include "replay_command.hpp"
 
-#include <fstream>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -11,6 +14,7 @@
 #include "kvtier/memory/runtime_factory.hpp"
 #include "kvtier/replay/default_workload.hpp"
 #include "kvtier/replay/replayer.hpp"
+#include "result_table.hpp"
 
 namespace kvtier::cli {
 namespace {
@@ -35,7 +39,42 @@ struct ReplayOptions {
   std::size_t max_requests = 0;  // 0: all
   std::string verify = "sample";
   std::string json;
+  std::string csv;
+  std::vector<std::uint32_t> sweep_capacity;  // non-empty: one replay per G1 capacity
   std::uint64_t seed = 0;
+};
+
+/// A progress bar on stderr, drawn only when stderr is a terminal and at
+/// most ten times a second; cleared when done.
+class ProgressBar {
+ public:
+  explicit ProgressBar(std::string label) : label_(std::move(label)), enabled_(isatty(STDERR_FILENO) == 1) {}
+  ~ProgressBar() { finish(); }
+  ProgressBar(const ProgressBar&) = delete;
+  ProgressBar& operator=(const ProgressBar&) = delete;
+  /// Clears the bar so the report starts on a clean line.
+  void finish() {
+    if (drawn_) std::fprintf(stderr, "\r%*s\r", 78, "");
+    drawn_ = false;
+  }
+  void update(std::size_t done, std::size_t total) {
+    if (!enabled_ || total == 0) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (drawn_ && now - last_ < std::chrono::milliseconds(100) && done != total) return;
+    last_ = now;
+    drawn_ = true;
+    constexpr int kWidth = 32;
+    const int filled = static_cast<int>(kWidth * done / total);
+    std::fprintf(stderr, "\r%s [%.*s%*s] %zu/%zu requests", label_.c_str(), filled, "################################",
+                 kWidth - filled, "", done, total);
+    std::fflush(stderr);
+  }
+
+ private:
+  std::string label_;
+  bool enabled_;
+  bool drawn_ = false;
+  std::chrono::steady_clock::time_point last_{};
 };
 
 nlohmann::ordered_json report_json(const replay::ReplayReport& r, const replay::ReplayConfig& config,
@@ -62,8 +101,12 @@ nlohmann::ordered_json report_json(const replay::ReplayReport& r, const replay::
   out["swap_ins"] = r.swap_ins;
   out["swap_out_bytes"] = r.swap_out_bytes;
   out["swap_in_bytes"] = r.swap_in_bytes;
+  out["swap_out_GBps"] = r.swap_out_gbps;
+  out["swap_in_GBps"] = r.swap_in_gbps;
   out["failed_copies"] = r.failed_copies;
   out["allocator_ops"] = r.allocator_ops;
+  out["kv_tokens_written"] = r.kv_tokens_written;
+  out["kv_bytes_written"] = r.kv_bytes_written;
   out["pages_verified"] = r.pages_verified;
   out["mismatches"] = r.mismatches;
   out["first_bad_page"] = r.first_bad_page ? nlohmann::ordered_json(*r.first_bad_page) : nlohmann::ordered_json(nullptr);
@@ -87,12 +130,50 @@ void print_report(const nlohmann::ordered_json& j) {
             << "G1:            " << j["evictions"] << " evictions, " << j["preemptions"] << " preemptions\n"
             << "offload:       " << j["swap_outs"] << " blocks out (" << j["swap_out_bytes"] << " bytes), "
             << j["swap_ins"] << " back in (" << j["swap_in_bytes"] << " bytes), " << j["failed_copies"]
-            << " failed copies\n"
+            << " failed copies; achieved " << j["swap_out_GBps"].get<double>() << " GB/s out, "
+            << j["swap_in_GBps"].get<double>() << " GB/s in (floors: copy ends are seen at polls)\n"
+            << "K/V writes:    " << j["kv_tokens_written"] << " tokens through write_kv (" << j["kv_bytes_written"]
+            << " bytes)\n"
             << "allocator:     " << j["allocator_ops"] << " operations, " << per_second(j["allocator_ops"].get<double>())
             << " per second of wall time (page writes and checks included)\n"
             << "integrity:     " << j["pages_verified"] << " reused pages verified, " << j["mismatches"] << " mismatches"
             << (j["first_bad_page"].is_null() ? "" : ", first bad page " + j["first_bad_page"].dump()) << "\n"
             << "wall time:     " << wall << " s\n";
+}
+
+/// One replay per G1 capacity of --sweep-capacity, on the same requests: a
+/// table of hit rates (and the other counters), JSON and CSV rows for plots.
+int run_sweep(const ReplayOptions& o, replay::ReplayConfig config, memory::Runtime& runtime,
+              const std::vector<replay::TraceRequest>& requests, const std::string& workload) {
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  std::size_t mismatches = 0;
+  for (const std::uint32_t capacity : o.sweep_capacity) {
+    config.manager.capacity = capacity;
+    ProgressBar bar("capacity " + std::to_string(capacity));
+    config.progress = [&bar](std::size_t done, std::size_t total) { bar.update(done, total); };
+    const replay::ReplayReport report = replay::replay(runtime, config, requests);
+    bar.finish();
+    mismatches += report.mismatches;
+    rows.push_back(report_json(report, config, workload, memory::runtime_kind_name(runtime.kind())));
+  }
+  nlohmann::ordered_json table = nlohmann::ordered_json::array();
+  for (const auto& row : rows) {
+    table.push_back({{"capacity", row["capacity"]},
+                     {"g1_hit_rate", row["g1_hit_rate"]},
+                     {"g2_hit_rate", row["g2_hit_rate"]},
+                     {"evictions", row["evictions"]},
+                     {"preemptions", row["preemptions"]},
+                     {"swap_ins", row["swap_ins"]},
+                     {"pages_verified", row["pages_verified"]},
+                     {"mismatches", row["mismatches"]},
+                     {"wall_seconds", row["wall_seconds"]}});
+  }
+  std::cout << "kvtier replay --sweep-capacity: " << workload << ", " << rows.front()["backend"].get<std::string>()
+            << " backend, " << config.host_blocks << " G2 pages\n";
+  print_table(std::cout, table);
+  if (!o.json.empty()) write_json(o.json, nlohmann::ordered_json{{"sweep", rows}});
+  if (!o.csv.empty()) write_csv(o.csv, rows);
+  return mismatches == 0 ? 0 : 1;
 }
 
 int run(const ReplayOptions& o) {
@@ -126,15 +207,18 @@ int run(const ReplayOptions& o) {
   std::vector<replay::TraceRequest> requests =
       o.trace.empty() ? replay::default_workload(o.seed) : replay::read_trace_file(o.trace, limit);
   if (requests.size() > limit) requests.resize(limit);
+  const std::string workload = o.trace.empty() ? "built-in conversations (seed " + std::to_string(o.seed) + ")" : o.trace;
+  const std::string runtime_name = memory::runtime_kind_name(runtime->kind());
+  if (!o.sweep_capacity.empty()) return run_sweep(o, config, *runtime, requests, workload);
+  ProgressBar bar("replay");
+  config.progress = [&bar](std::size_t done, std::size_t total) { bar.update(done, total); };
   const replay::ReplayReport report = replay::replay(*runtime, config, requests);
-  const auto json = report_json(report, config, o.trace.empty() ? "built-in conversations (seed " + std::to_string(o.seed) + ")" : o.trace,
-                                memory::runtime_kind_name(runtime->kind()));
+  config.progress = nullptr;
+  const auto json = report_json(report, config, workload, runtime_name);
+  bar.finish();
   print_report(json);
-  if (!o.json.empty()) {
-    std::ofstream out(o.json);
-    out << json.dump(2) << '\n';
-    if (!out) throw ConfigError("cannot write " + o.json);
-  }
+  if (!o.json.empty()) write_json(o.json, json);
+  if (!o.csv.empty()) write_csv(o.csv, nlohmann::ordered_json::array({json}));
   return report.mismatches == 0 ? 0 : 1;
 }
 
@@ -148,7 +232,7 @@ void add_replay_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--eviction", o->eviction, "kvbm: lineage | lru | multi_lru")->capture_default_str();
   cmd->add_option("--device", o->device, "auto | host | cuda")->capture_default_str();
   auto* capacity = cmd->add_option("--capacity", o->capacity, "G1 pages")->capture_default_str();
-  cmd->add_option("--capacity-fraction", o->capacity_fraction, "G1 as this fraction of free device memory")
+  auto* fraction = cmd->add_option("--capacity-fraction", o->capacity_fraction, "G1 as this fraction of free device memory")
       ->excludes(capacity);
   cmd->add_option("--host-blocks", o->host_blocks, "G2 pages of pinned host memory (0: no offload tier)")
       ->capture_default_str();
@@ -163,7 +247,12 @@ void add_replay_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--output-tokens", o->output_tokens, "every request's output length (0: prefill only)");
   cmd->add_option("--max-requests", o->max_requests, "replay the first N requests (0: all)")->capture_default_str();
   cmd->add_option("--verify", o->verify, "sample | full | off: which reused pages are checked")->capture_default_str();
-  cmd->add_option("--json", o->json, "write the report as JSON to this file");
+  cmd->add_option("--json", o->json, "write the report as JSON to this file (a sweep: {\"sweep\": [reports]})");
+  cmd->add_option("--csv", o->csv, "write the report as one CSV row (a sweep: one row per capacity)");
+  cmd->add_option("--sweep-capacity", o->sweep_capacity, "replay once per G1 capacity (pages, comma-separated)")
+      ->delimiter(',')
+      ->excludes(capacity)
+      ->excludes(fraction);
   cmd->add_option("--seed", o->seed, "built-in workload and output tokens")->capture_default_str();
   cmd->callback([o, &exit_code] {
     try {

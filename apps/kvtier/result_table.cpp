@@ -21,6 +21,16 @@ std::string cell(const nlohmann::ordered_json& value) {
   return value.dump();
 }
 
+/// A CSV field: strings with a comma or a quote are quoted (RFC 4180).
+std::string csv_field(const nlohmann::ordered_json& value) {
+  if (!value.is_string()) return value.dump();
+  const std::string text = value.get<std::string>();
+  if (text.find_first_of(",\"\n") == std::string::npos) return text;
+  std::string quoted = "\"";
+  for (const char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return quoted + "\"";
+}
+
 std::ofstream open_for_writing(const std::string& path) {
   std::ofstream out(path);
   if (!out) throw ConfigError("cannot write " + path);
@@ -61,7 +71,7 @@ void write_csv(const std::string& path, const nlohmann::ordered_json& rows) {
     for (const auto& row : rows) {
       first = true;
       for (const auto& item : row.items()) {
-        out << (first ? "" : ",") << (item.value().is_string() ? item.value().get<std::string>() : item.value().dump());
+        out << (first ? "" : ",") << csv_field(item.value());
         first = false;
       }
       out << '\n';
