@@ -14,6 +14,7 @@
 #include "kvtier/memory/runtime_factory.hpp"
 #include "kvtier/replay/default_workload.hpp"
 #include "kvtier/replay/replayer.hpp"
+#include "kv_events_options.hpp"
 #include "result_table.hpp"
 
 namespace kvtier::cli {
@@ -42,6 +43,7 @@ struct ReplayOptions {
   std::string csv;
   std::vector<std::uint32_t> sweep_capacity;  // non-empty: one replay per G1 capacity
   std::uint64_t seed = 0;
+  KvEventsOptions kv_events;
 };
 
 /// A progress bar on stderr, drawn only when stderr is a terminal and at
@@ -209,7 +211,11 @@ int run(const ReplayOptions& o) {
   if (requests.size() > limit) requests.resize(limit);
   const std::string workload = o.trace.empty() ? "built-in conversations (seed " + std::to_string(o.seed) + ")" : o.trace;
   const std::string runtime_name = memory::runtime_kind_name(runtime->kind());
-  if (!o.sweep_capacity.empty()) return run_sweep(o, config, *runtime, requests, workload);
+  if (!o.sweep_capacity.empty()) {
+    if (!o.kv_events.endpoint.empty()) throw ConfigError("--kv-events publishes one replay, not a --sweep-capacity");
+    return run_sweep(o, config, *runtime, requests, workload);
+  }
+  const auto kv_events = attach_kv_events(o.kv_events, config);
   ProgressBar bar("replay");
   config.progress = [&bar](std::size_t done, std::size_t total) { bar.update(done, total); };
   const replay::ReplayReport report = replay::replay(*runtime, config, requests);
@@ -217,6 +223,7 @@ int run(const ReplayOptions& o) {
   const auto json = report_json(report, config, workload, runtime_name);
   bar.finish();
   print_report(json);
+  if (kv_events) std::cout << kv_events->finish() << '\n';
   if (!o.json.empty()) write_json(o.json, json);
   if (!o.csv.empty()) write_csv(o.csv, nlohmann::ordered_json::array({json}));
   return report.mismatches == 0 ? 0 : 1;
@@ -253,6 +260,7 @@ void add_replay_command(CLI::App& app, int& exit_code) {
       ->delimiter(',')
       ->excludes(capacity)
       ->excludes(fraction);
+  add_kv_events_options(*cmd, o->kv_events);
   cmd->add_option("--seed", o->seed, "built-in workload and output tokens")->capture_default_str();
   cmd->callback([o, &exit_code] {
     try {

@@ -64,7 +64,9 @@ class Replay {
     geometry.tokens_per_block = bs;
     pool_ = std::make_unique<memory::KvPool>(runtime, KvLayout(geometry, config.layout, config.manager.capacity));
     writer_ = std::make_unique<TokenKvWriter>(*pool_, config.token_budget);
-    manager_ = std::make_unique<g1::G1Manager>(config.manager, std::vector<std::shared_ptr<KvEventSink>>{sink_});
+    std::vector<std::shared_ptr<KvEventSink>> sinks{sink_};
+    sinks.insert(sinks.end(), config.event_sinks.begin(), config.event_sinks.end());
+    manager_ = std::make_unique<g1::G1Manager>(config.manager, std::move(sinks));
     if (config.host_blocks > 0) {
       engine_ = std::make_shared<offload::OffloadEngine>(runtime, *pool_,
                                                          offload::OffloadConfig{.host_blocks = config.host_blocks});
@@ -85,10 +87,12 @@ class Replay {
       }
       step();
       writer_->flush();  // the step's forward pass has run
+      if (config_.step_end) config_.step_end();
       now_ += config_.step_ms;
       if (config_.progress) config_.progress(report_.requests - waiting_.size() - running_.size(), requests_.size());
     }
     manager_->collect_offloads(true);
+    if (config_.step_end) config_.step_end();  // the last collect's events
     report_.evictions = sink_->evicted;
     report_.swap_outs = sink_->landed;
     report_.swap_out_bytes = report_.swap_outs * pool_->layout().page_bytes();
@@ -112,6 +116,7 @@ class Replay {
                             ActiveSequenceConfig{.block_size = config_.manager.block_size,
                                                  .max_output_tokens = config_.output_tokens.value_or(trace.output_length),
                                                  .enable_prefix_caching = config_.manager.enable_prefix_caching,
+                                                 .emit_token_ids = config_.emit_token_ids,
                                                  .seed = config_.seed ^ next_arrival_});
     waiting_.push_back(Request{.index = next_arrival_,
                                .owner = g1::OwnerId(next_arrival_ + 1),

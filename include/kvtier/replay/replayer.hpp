@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "kvtier/core/kv_event_sink.hpp"
 #include "kvtier/core/kv_layout.hpp"
 #include "kvtier/g1/g1_manager.hpp"
 #include "kvtier/memory/runtime.hpp"
@@ -43,6 +44,12 @@ struct ReplayConfig {
   /// Called after every scheduler step with (requests finished, requests in
   /// the trace): the CLI's progress bar.
   std::function<void(std::size_t, std::size_t)> progress{};
+  /// More listeners of the manager's KV events (a ZMQ publisher), and what
+  /// ends each scheduler step for them (its flush: one batch per step).
+  std::vector<std::shared_ptr<KvEventSink>> event_sinks{};
+  std::function<void()> step_end{};
+  /// Stored events carry the blocks' token ids (what vLLM's BlockStored sends).
+  bool emit_token_ids = false;
 };
 
 struct ReplayReport {

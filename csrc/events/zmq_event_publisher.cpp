@@ -1,0 +1,200 @@
+#include "kvtier/events/zmq_event_publisher.hpp"
+
+#include <zmq.h>
+
+#include <array>
+#include <chrono>
+#include <cstring>
+
+#include "kvtier/core/errors.hpp"
+#include "kvtier/events/vllm_event_encoding.hpp"
+
+namespace kvtier::events {
+namespace {
+
+std::array<char, 8> big_endian(std::int64_t value) {
+  std::array<char, 8> bytes{};
+  const auto bits = static_cast<std::uint64_t>(value);
+  for (int i = 0; i < 8; ++i) bytes[static_cast<std::size_t>(i)] = static_cast<char>(bits >> (8 * (7 - i)));
+  return bytes;
+}
+
+/// Binds `socket`; the address bound, or ConfigError with ZMQ's reason.
+std::string bind_socket(void* socket, const std::string& endpoint, const char* what) {
+  if (zmq_bind(socket, endpoint.c_str()) != 0) {
+    throw ConfigError(std::string("cannot bind the ") + what + " socket to '" + endpoint + "': " + zmq_strerror(zmq_errno()));
+  }
+  std::array<char, 256> bound{};
+  std::size_t size = bound.size();
+  zmq_getsockopt(socket, ZMQ_LAST_ENDPOINT, bound.data(), &size);
+  return std::string(bound.data());
+}
+
+/// Sends frames as one multipart message; false if ZMQ refused it.
+bool send_frames(void* socket, std::initializer_list<std::pair<const void*, std::size_t>> frames, int flags) {
+  std::size_t i = 0;
+  for (const auto& [data, size] : frames) {
+    const int more = ++i < frames.size() ? ZMQ_SNDMORE : 0;
+    if (zmq_send(socket, data, size, flags | more) < 0) return false;
+  }
+  return true;
+}
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+ZmqEventPublisher::ZmqEventPublisher(ZmqPublisherConfig config) : config_(std::move(config)) {
+  if (config_.endpoint.empty()) throw ConfigError("the KV event endpoint is empty");
+  if (config_.buffer_steps == 0 || config_.max_queue == 0) throw ConfigError("the KV event buffer and queue must hold at least one batch");
+  if (config_.hwm < 0) throw ConfigError("the high-water mark must not be negative");
+  context_ = zmq_ctx_new();
+  try {
+    pub_ = zmq_socket(context_, ZMQ_PUB);
+    zmq_setsockopt(pub_, ZMQ_SNDHWM, &config_.hwm, sizeof config_.hwm);
+    const int linger = 1000;  // a closing publisher gives queued messages a second
+    zmq_setsockopt(pub_, ZMQ_LINGER, &linger, sizeof linger);
+    bound_endpoint_ = bind_socket(pub_, config_.endpoint, "KV event");
+    if (!config_.replay_endpoint.empty()) {
+      replay_ = zmq_socket(context_, ZMQ_ROUTER);
+      const int no_linger = 0;
+      zmq_setsockopt(replay_, ZMQ_LINGER, &no_linger, sizeof no_linger);
+      bound_replay_endpoint_ = bind_socket(replay_, config_.replay_endpoint, "KV event replay");
+    }
+  } catch (...) {
+    if (replay_ != nullptr) zmq_close(replay_);
+    if (pub_ != nullptr) zmq_close(pub_);
+    zmq_ctx_term(context_);
+    throw;
+  }
+  thread_ = std::thread([this] { run(); });  // the sockets are the thread's from here on
+}
+
+ZmqEventPublisher::~ZmqEventPublisher() {
+  flush();
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  thread_.join();
+  if (replay_ != nullptr) zmq_close(replay_);
+  zmq_close(pub_);
+  zmq_ctx_term(context_);
+}
+
+void ZmqEventPublisher::publish(const KvEvent& event) { open_.push_back(event); }
+
+void ZmqEventPublisher::flush() {
+  if (open_.empty()) return;
+  Batch batch{.timestamp_s = now_seconds(), .events = std::move(open_)};
+  open_.clear();
+  std::lock_guard lock(mutex_);
+  stats_.events += batch.events.size();
+  if (queue_.size() >= config_.max_queue) {
+    ++stats_.batches_dropped;  // never block the allocator: a slow subscriber loses batches
+    return;
+  }
+  queue_.push_back(std::move(batch));
+  ++stats_.batches_queued;
+}
+
+void ZmqEventPublisher::drain() {
+  for (;;) {
+    {
+      std::lock_guard lock(mutex_);
+      if (queue_.empty() && !sending_) return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+ZmqPublisherStats ZmqEventPublisher::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+void ZmqEventPublisher::run() {
+  zmq_pollitem_t replay_item{.socket = replay_, .fd = 0, .events = ZMQ_POLLIN, .revents = 0};
+  for (;;) {
+    if (replay_ != nullptr && zmq_poll(&replay_item, 1, 0) > 0) serve_replay();
+    Batch batch;
+    bool have = false;
+    bool stop = false;
+    {
+      std::lock_guard lock(mutex_);
+      if (!queue_.empty()) {
+        batch = std::move(queue_.front());
+        queue_.pop_front();
+        have = true;
+        sending_ = true;
+      } else {
+        stop = stopping_;
+      }
+    }
+    if (have) {
+      send_batch(std::move(batch));
+      continue;
+    }
+    if (stop) return;
+    // Nothing queued: wait for a replay request, or sleep briefly.
+    if (replay_ != nullptr) {
+      if (zmq_poll(&replay_item, 1, 5) > 0) serve_replay();
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+}
+
+void ZmqEventPublisher::send_batch(Batch batch) {
+  const std::uint64_t sequence = next_sequence_++;
+  std::string payload = encode_vllm_event_batch(batch.timestamp_s, batch.events, config_.block_size,
+                                                config_.data_parallel_rank);
+  const auto seq = big_endian(static_cast<std::int64_t>(sequence));
+  // PUB never blocks: past the high-water mark ZMQ drops for that subscriber.
+  const bool sent = send_frames(pub_, {{config_.topic.data(), config_.topic.size()}, {seq.data(), seq.size()},
+                                       {payload.data(), payload.size()}},
+                                ZMQ_DONTWAIT);
+  if (replay_ != nullptr) {
+    sent_.emplace_back(sequence, std::move(payload));
+    if (sent_.size() > config_.buffer_steps) sent_.pop_front();
+  }
+  std::lock_guard lock(mutex_);
+  sending_ = false;
+  if (sent) ++stats_.batches_sent;
+}
+
+void ZmqEventPublisher::serve_replay() {
+  // [identity, "", start sequence]; anything else is ignored.
+  std::vector<std::string> frames;
+  int more = 1;
+  while (more != 0) {
+    zmq_msg_t message;
+    zmq_msg_init(&message);
+    if (zmq_msg_recv(&message, replay_, ZMQ_DONTWAIT) < 0) {
+      zmq_msg_close(&message);
+      return;
+    }
+    frames.emplace_back(static_cast<const char*>(zmq_msg_data(&message)), zmq_msg_size(&message));
+    more = zmq_msg_more(&message);
+    zmq_msg_close(&message);
+  }
+  if (frames.size() != 3 || !frames[1].empty() || frames[2].size() != 8) return;
+  std::uint64_t start = 0;
+  for (const char byte : frames[2]) start = start << 8 | static_cast<unsigned char>(byte);
+  const std::string& identity = frames[0];
+  for (const auto& [sequence, payload] : sent_) {
+    if (sequence < start) continue;
+    const auto seq = big_endian(static_cast<std::int64_t>(sequence));
+    send_frames(replay_, {{identity.data(), identity.size()}, {"", 0}, {seq.data(), seq.size()},
+                          {payload.data(), payload.size()}},
+                ZMQ_DONTWAIT);
+  }
+  const auto end = big_endian(-1);
+  send_frames(replay_, {{identity.data(), identity.size()}, {"", 0}, {end.data(), end.size()}, {"", 0}}, ZMQ_DONTWAIT);
+  std::lock_guard lock(mutex_);
+  ++stats_.replays_served;
+}
+
+}  // namespace kvtier::events
