@@ -6,7 +6,7 @@
 set -euo pipefail
 
 packages=(cmake ninja-build g++ libxxhash-dev nlohmann-json3-dev libcli11-dev
-          libgtest-dev libbenchmark-dev gnuplot-nox libzmq3-dev libmsgpack-cxx-dev)
+          libgtest-dev libbenchmark-dev gnuplot-nox libzmq3-dev libmsgpack-cxx-dev python3-venv)
 # --fuzz: also clang and its runtime (libFuzzer, ASan, UBSan) for the fuzz preset.
 if [[ ${1:-} == --fuzz ]]; then
   packages+=(clang libclang-rt-dev)
@@ -15,12 +15,13 @@ missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
 done
-if ((${#missing[@]} == 0)); then
-  exit 0
+if ((${#missing[@]} > 0)); then
+  echo "kvtier: installing ${missing[*]}" >&2
+  sudo=""
+  if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-echo "kvtier: installing ${missing[*]}" >&2
-sudo=""
-if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# The Python test dependencies (pytest, pyzmq, msgpack; pinned) in .venv.
+bash "$(dirname "$0")/install-python-deps.sh"

@@ -1,5 +1,8 @@
 #include "kv_events_options.hpp"
 
+#include <chrono>
+#include <thread>
+
 #include "kvtier/core/errors.hpp"
 #if KVTIER_WITH_ZMQ
 #include "kvtier/events/zmq_event_publisher.hpp"
@@ -16,17 +19,24 @@ void add_kv_events_options(CLI::App& command, KvEventsOptions& o) {
   command.add_option("--kv-events-hwm", o.hwm, "the PUB socket's high-water mark")->capture_default_str();
   command.add_option("--kv-events-queue", o.max_queue, "batches waiting to be sent; beyond it they are dropped and counted")
       ->capture_default_str();
+  command.add_option("--kv-events-linger", o.linger_s, "seconds the sockets stay up after the run (late replay requests)")
+      ->capture_default_str();
 }
 
 #if KVTIER_WITH_ZMQ
 namespace {
 
-class Attached final : public AttachedKvEvents {
+class ZmqOutput final : public KvEventsOutput {
  public:
-  explicit Attached(std::shared_ptr<events::ZmqEventPublisher> publisher) : publisher_(std::move(publisher)) {}
+  ZmqOutput(std::shared_ptr<events::ZmqEventPublisher> publisher, double linger_s)
+      : publisher_(std::move(publisher)), linger_s_(linger_s) {}
+  std::shared_ptr<KvEventSink> sink() override { return publisher_; }
+  void flush() override { publisher_->flush(); }
+  void set_block_size(std::uint32_t block_size) override { publisher_->set_block_size(block_size); }
   std::string finish() override {
     publisher_->flush();
     publisher_->drain();
+    if (linger_s_ > 0.0) std::this_thread::sleep_for(std::chrono::duration<double>(linger_s_));
     const auto s = publisher_->stats();
     return "KV events:     " + std::to_string(s.events) + " events in " + std::to_string(s.batches_sent) +
            " batches on " + publisher_->endpoint() + ", " + std::to_string(s.batches_dropped) + " batches dropped, " +
@@ -35,31 +45,31 @@ class Attached final : public AttachedKvEvents {
 
  private:
   std::shared_ptr<events::ZmqEventPublisher> publisher_;
+  double linger_s_;
 };
 
 }  // namespace
 
-std::unique_ptr<AttachedKvEvents> attach_kv_events(const KvEventsOptions& o, replay::ReplayConfig& config) {
+std::unique_ptr<KvEventsOutput> open_kv_events(const KvEventsOptions& o, std::uint32_t block_size,
+                                               std::uint32_t data_parallel_rank) {
   if (o.endpoint.empty()) {
     if (!o.replay_endpoint.empty()) throw ConfigError("--kv-events-replay needs --kv-events");
     return nullptr;
   }
-  auto publisher = std::make_shared<events::ZmqEventPublisher>(events::ZmqPublisherConfig{
-      .endpoint = o.endpoint,
-      .replay_endpoint = o.replay_endpoint,
-      .topic = o.topic,
-      .buffer_steps = o.buffer_steps,
-      .hwm = o.hwm,
-      .max_queue = o.max_queue,
-      .block_size = config.manager.block_size,
-      .data_parallel_rank = config.manager.dp_rank});
-  config.event_sinks.push_back(publisher);
-  config.step_end = [raw = publisher.get()] { raw->flush(); };
-  config.emit_token_ids = true;
-  return std::make_unique<Attached>(std::move(publisher));
+  if (o.linger_s < 0.0) throw ConfigError("--kv-events-linger must not be negative");
+  return std::make_unique<ZmqOutput>(std::make_shared<events::ZmqEventPublisher>(events::ZmqPublisherConfig{
+                                         .endpoint = o.endpoint,
+                                         .replay_endpoint = o.replay_endpoint,
+                                         .topic = o.topic,
+                                         .buffer_steps = o.buffer_steps,
+                                         .hwm = o.hwm,
+                                         .max_queue = o.max_queue,
+                                         .block_size = block_size,
+                                         .data_parallel_rank = data_parallel_rank}),
+                                     o.linger_s);
 }
 #else
-std::unique_ptr<AttachedKvEvents> attach_kv_events(const KvEventsOptions& o, replay::ReplayConfig&) {
+std::unique_ptr<KvEventsOutput> open_kv_events(const KvEventsOptions& o, std::uint32_t, std::uint32_t) {
   if (o.endpoint.empty() && o.replay_endpoint.empty()) return nullptr;
   throw ConfigError("this kvtier was built without libzmq and msgpack-cxx: no --kv-events (scripts/install-deps.sh)");
 }

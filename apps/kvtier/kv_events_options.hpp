@@ -1,12 +1,14 @@
 #pragma once
-// `--kv-events` and its companions: the replay's KV events on a ZMQ PUB socket
-// in vLLM's wire format (kvtier/events/zmq_event_publisher.hpp), when kvtier
-// was built with libzmq and msgpack-cxx.
+// `--kv-events` and its companions, shared by `kvtier replay` and `kvtier
+// script`: KV events on a ZMQ PUB socket in vLLM's wire format
+// (kvtier/events/zmq_event_publisher.hpp), when kvtier was built with libzmq
+// and msgpack-cxx.
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <memory>
 #include <string>
 
-#include "kvtier/replay/replayer.hpp"
+#include "kvtier/core/kv_event_sink.hpp"
 
 namespace kvtier::cli {
 
@@ -17,21 +19,27 @@ struct KvEventsOptions {
   std::size_t buffer_steps = 10000;
   int hwm = 100000;
   std::size_t max_queue = 100000;
+  double linger_s = 0.0;  // after the run, keep serving replay requests this long
 };
 
 void add_kv_events_options(CLI::App& command, KvEventsOptions& options);
 
-/// A publisher attached to a replay; its line for the report.
-class AttachedKvEvents {
+/// An open publisher: a sink for the manager, a batch boundary, and its end.
+class KvEventsOutput {
  public:
-  virtual ~AttachedKvEvents() = default;
-  /// Sends what is queued; "KV events: ..." with the counts.
+  virtual ~KvEventsOutput() = default;
+  virtual std::shared_ptr<KvEventSink> sink() = 0;
+  /// Ends the current batch (one per scheduler step or script line).
+  virtual void flush() = 0;
+  virtual void set_block_size(std::uint32_t block_size) = 0;
+  /// Sends what is queued, keeps the sockets up for --kv-events-linger, and
+  /// says what went out ("KV events: ...").
   virtual std::string finish() = 0;
 };
 
-/// Attaches a publisher to `config` (a sink, flushed at each step's end, token
-/// ids on); nullptr when no endpoint was given. ConfigError for an endpoint
-/// that cannot be bound, or when kvtier was built without ZMQ.
-std::unique_ptr<AttachedKvEvents> attach_kv_events(const KvEventsOptions& options, replay::ReplayConfig& config);
+/// nullptr when no endpoint was given. ConfigError for an endpoint that cannot
+/// be bound, a replay endpoint without an endpoint, or a kvtier built without ZMQ.
+std::unique_ptr<KvEventsOutput> open_kv_events(const KvEventsOptions& options, std::uint32_t block_size,
+                                               std::uint32_t data_parallel_rank);
 
 }  // namespace kvtier::cli

@@ -215,7 +215,12 @@ int run(const ReplayOptions& o) {
     if (!o.kv_events.endpoint.empty()) throw ConfigError("--kv-events publishes one replay, not a --sweep-capacity");
     return run_sweep(o, config, *runtime, requests, workload);
   }
-  const auto kv_events = attach_kv_events(o.kv_events, config);
+  const auto kv_events = open_kv_events(o.kv_events, config.manager.block_size, config.manager.dp_rank);
+  if (kv_events) {
+    config.event_sinks.push_back(kv_events->sink());
+    config.step_end = [out = kv_events.get()] { out->flush(); };  // one batch per scheduler step
+    config.emit_token_ids = true;  // vLLM's BlockStored carries them
+  }
   ProgressBar bar("replay");
   config.progress = [&bar](std::size_t done, std::size_t total) { bar.update(done, total); };
   const replay::ReplayReport report = replay::replay(*runtime, config, requests);

@@ -46,7 +46,8 @@ double now_seconds() {
 
 }  // namespace
 
-ZmqEventPublisher::ZmqEventPublisher(ZmqPublisherConfig config) : config_(std::move(config)) {
+ZmqEventPublisher::ZmqEventPublisher(ZmqPublisherConfig config)
+    : config_(std::move(config)), block_size_(config_.block_size) {
   if (config_.endpoint.empty()) throw ConfigError("the KV event endpoint is empty");
   if (config_.buffer_steps == 0 || config_.max_queue == 0) throw ConfigError("the KV event buffer and queue must hold at least one batch");
   if (config_.hwm < 0) throw ConfigError("the high-water mark must not be negative");
@@ -88,7 +89,7 @@ void ZmqEventPublisher::publish(const KvEvent& event) { open_.push_back(event); 
 
 void ZmqEventPublisher::flush() {
   if (open_.empty()) return;
-  Batch batch{.timestamp_s = now_seconds(), .events = std::move(open_)};
+  Batch batch{.timestamp_s = now_seconds(), .block_size = block_size_, .events = std::move(open_)};
   open_.clear();
   std::lock_guard lock(mutex_);
   stats_.events += batch.events.size();
@@ -149,7 +150,7 @@ void ZmqEventPublisher::run() {
 
 void ZmqEventPublisher::send_batch(Batch batch) {
   const std::uint64_t sequence = next_sequence_++;
-  std::string payload = encode_vllm_event_batch(batch.timestamp_s, batch.events, config_.block_size,
+  std::string payload = encode_vllm_event_batch(batch.timestamp_s, batch.events, batch.block_size,
                                                 config_.data_parallel_rank);
   const auto seq = big_endian(static_cast<std::int64_t>(sequence));
   // PUB never blocks: past the high-water mark ZMQ drops for that subscriber.

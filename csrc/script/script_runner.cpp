@@ -29,7 +29,9 @@ Json failure(const std::string& message) {
 
 }  // namespace
 
-ScriptRunner::ScriptRunner() : state_(std::make_unique<State>()) {}
+ScriptRunner::ScriptRunner(std::vector<std::shared_ptr<KvEventSink>> event_sinks) : state_(std::make_unique<State>()) {
+  state_->set_event_sinks(std::move(event_sinks));
+}
 ScriptRunner::~ScriptRunner() = default;
 
 bool ScriptRunner::initialized() const noexcept { return state_->initialized(); }
@@ -85,8 +87,10 @@ std::string format_answer(const nlohmann::ordered_json& answer) {
   return answer.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-int run_script(std::istream& in, std::ostream& out, std::ostream& err) {
-  ScriptRunner runner;
+int run_script(std::istream& in, std::ostream& out, std::ostream& err) { return run_script(in, out, err, ScriptHooks{}); }
+
+int run_script(std::istream& in, std::ostream& out, std::ostream& err, const ScriptHooks& hooks) {
+  ScriptRunner runner(hooks.event_sinks);
   std::string line;
   std::size_t number = 0;
   bool any_failed = false;
@@ -113,6 +117,7 @@ int run_script(std::istream& in, std::ostream& out, std::ostream& err) {
       }
     }
     any_failed = any_failed || !ok;
+    if (hooks.after_line) hooks.after_line(*runner.manager());
   }
   if (in.bad()) {
     err << "kvtier script: cannot read the input after line " << number << '\n';
@@ -237,7 +242,9 @@ Json ScriptRunner::State::op_init(const Fields& f) {
   }
   geometry.tokens_per_block = config.block_size;
 
-  auto manager = std::make_unique<g1::G1Manager>(config, std::vector<std::shared_ptr<KvEventSink>>{sink_});
+  std::vector<std::shared_ptr<KvEventSink>> sinks{sink_};
+  sinks.insert(sinks.end(), event_sinks_.begin(), event_sinks_.end());
+  auto manager = std::make_unique<g1::G1Manager>(config, std::move(sinks));
   auto runtime = memory::make_runtime(memory::parse_runtime_choice(f.string_or("device", "auto")));
   auto pool = std::make_unique<memory::KvPool>(*runtime, KvLayout(geometry, page_layout, config.capacity));
   std::shared_ptr<offload::OffloadEngine> engine;

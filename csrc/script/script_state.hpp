@@ -37,6 +37,7 @@ class ScriptRunner::State {
   std::string describe(std::string message) const;
   /// Events published since the operation started, as JSON.
   Json take_events();
+  void set_event_sinks(std::vector<std::shared_ptr<KvEventSink>> sinks) { event_sinks_ = std::move(sinks); }
 
  private:
   struct ScriptSequence {
@@ -103,6 +104,7 @@ class ScriptRunner::State {
   std::unique_ptr<memory::KvPool> pool_;
   std::shared_ptr<offload::OffloadEngine> engine_;  // reads and writes pool_'s pages: declared after it
   std::shared_ptr<RecordingEventSink> sink_ = std::make_shared<RecordingEventSink>();
+  std::vector<std::shared_ptr<KvEventSink>> event_sinks_;  // more listeners, given by the caller
   std::unique_ptr<g1::G1Manager> manager_;
   std::uint64_t seed_ = 0;  // seeds each sequence with its id, so scripts replay byte for byte
   std::map<std::string, g1::OwnerId> owners_;

@@ -54,6 +54,8 @@ class ZmqEventPublisher final : public KvEventSink {
   void publish(const KvEvent& event) override;
   /// Closes the open batch (if it holds events) and queues it, stamped now.
   void flush();
+  /// The block size later BlockStored events report (a script learns it at init).
+  void set_block_size(std::uint32_t block_size) noexcept { block_size_ = block_size; }
   /// Waits until the sending thread has sent every queued batch (tests).
   void drain();
 
@@ -65,6 +67,7 @@ class ZmqEventPublisher final : public KvEventSink {
  private:
   struct Batch {
     double timestamp_s = 0.0;
+    std::uint32_t block_size = 0;
     std::vector<KvEvent> events;
   };
   void run();
@@ -78,6 +81,7 @@ class ZmqEventPublisher final : public KvEventSink {
   std::string bound_endpoint_;
   std::string bound_replay_endpoint_;
   std::vector<KvEvent> open_;  // the caller's thread only
+  std::uint32_t block_size_;   // the caller's thread only
 
   mutable std::mutex mutex_;  // guards queue_, stats_, stopping_
   std::deque<Batch> queue_;

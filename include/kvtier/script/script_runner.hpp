@@ -1,5 +1,6 @@
 #pragma once
 #include <cstddef>
+#include <functional>
 #include <istream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -14,6 +15,9 @@
 #include "kvtier/core/unique_block.hpp"
 #include "kvtier/g1/g1_types.hpp"
 
+namespace kvtier {
+class KvEventSink;
+}
 namespace kvtier::g1 {
 class G1Manager;
 }
@@ -26,7 +30,8 @@ namespace kvtier::script {
 /// operation line; a refused line leaves every state as it was.
 class ScriptRunner {
  public:
-  ScriptRunner();
+  /// `event_sinks` also receive the manager's events (a ZMQ publisher).
+  explicit ScriptRunner(std::vector<std::shared_ptr<KvEventSink>> event_sinks = {});
   ~ScriptRunner();
   ScriptRunner(const ScriptRunner&) = delete;
   ScriptRunner& operator=(const ScriptRunner&) = delete;
@@ -60,5 +65,14 @@ std::string format_answer(const nlohmann::ordered_json& answer);
 /// operation is not a successful `init` or the input cannot be read or the
 /// output cannot be written (said on `err`).
 int run_script(std::istream& in, std::ostream& out, std::ostream& err);
+
+/// What a caller attaches to a script run: more event sinks, and a call after
+/// each operation line once `init` succeeded (a publisher's flush: one batch
+/// per line).
+struct ScriptHooks {
+  std::vector<std::shared_ptr<KvEventSink>> event_sinks{};
+  std::function<void(const g1::G1Manager&)> after_line{};
+};
+int run_script(std::istream& in, std::ostream& out, std::ostream& err, const ScriptHooks& hooks);
 
 }  // namespace kvtier::script

@@ -1,0 +1,146 @@
+"""KV events on the wire, read as a router written for vLLM reads them.
+
+`kvtier script --kv-events` publishes one batch per operation line; a SUB
+socket (pyzmq) and a DEALER on the replay socket receive them, msgpack
+decodes them, and every event must equal the one the script itself reports
+for the same line. A subscriber too slow to keep up loses batches on the live
+socket and gets every one of them back through the replay socket.
+"""
+import json
+import os
+import socket
+import subprocess
+import time
+
+import msgpack
+import pytest
+import zmq
+
+KVTIER = os.environ.get("KVTIER_BIN", "build/release/kvtier")
+SCRIPTS = os.path.join(os.path.dirname(__file__), "..", "scripts")
+MEDIUM = {"device": "GPU", "host_pinned": "CPU"}
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def replay_from(ctx, endpoint, start):
+    """Every buffered batch from `start` on, as {seq: payload}, through a DEALER."""
+    dealer = ctx.socket(zmq.DEALER)
+    dealer.setsockopt(zmq.LINGER, 0)
+    dealer.connect(endpoint)
+    dealer.send_multipart([b"", start.to_bytes(8, "big")])
+    batches = {}
+    while True:
+        assert dealer.poll(10000), "the replay socket did not answer"
+        empty, seq, payload = dealer.recv_multipart()
+        assert empty == b""
+        number = int.from_bytes(seq, "big", signed=True)
+        if number == -1:
+            assert payload == b""
+            break
+        batches[number] = payload
+    dealer.close()
+    return batches
+
+
+def decode(payload):
+    ts, events, rank = msgpack.unpackb(payload, raw=False)
+    assert isinstance(ts, float) and ts > 1.6e9
+    assert rank == 0
+    return events
+
+
+def expected_wire_event(event, block_size):
+    """What vLLM's types hold for one of the script's events."""
+    if event["type"] == "stored":
+        tokens = [t for block in event.get("token_ids", []) for t in block]
+        return {"type": "BlockStored", "block_hashes": [b["hash"] for b in event["blocks"]],
+                "parent_block_hash": event["parent"], "token_ids": tokens, "block_size": block_size,
+                "lora_id": None, "medium": MEDIUM[event["tier"]], "lora_name": None}
+    return {"type": "BlockRemoved", "block_hashes": event["hashes"], "medium": MEDIUM[event["tier"]]}
+
+
+def run_script(script, extra):
+    pub, rep = free_port(), free_port()
+    ctx = zmq.Context()
+    sub = ctx.socket(zmq.SUB)
+    sub.setsockopt(zmq.SUBSCRIBE, b"kv")
+    sub.setsockopt(zmq.LINGER, 0)
+    sub.connect(f"tcp://127.0.0.1:{pub}")
+    proc = subprocess.Popen(
+        [KVTIER, "script", script, "--kv-events", f"tcp://127.0.0.1:{pub}",
+         "--kv-events-replay", f"tcp://127.0.0.1:{rep}", "--kv-events-topic", "kv", "--kv-events-linger", "4", *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return ctx, sub, proc, f"tcp://127.0.0.1:{rep}"
+
+
+def script_lines(out):
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def test_every_batch_on_the_wire_equals_the_events_the_script_reports():
+    script = os.path.join(SCRIPTS, "offload_swap_cycle.jsonl")
+    ctx, sub, proc, replay_endpoint = run_script(script, [])
+    live = {}
+    deadline = time.time() + 1.5  # the script takes milliseconds; its sockets stay up 4 s
+    while time.time() < deadline:
+        if sub.poll(100):
+            topic, seq, payload = sub.recv_multipart()
+            assert topic == b"kv" and len(seq) == 8
+            live[int.from_bytes(seq, "big")] = payload
+    replayed = replay_from(ctx, replay_endpoint, 0)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    lines = script_lines(out)
+    block_size = lines[0]["block_size"]
+    batches = [line["events"] for line in lines if line.get("events")]
+    assert sorted(replayed) == list(range(len(batches))), "sequence numbers run 0, 1, 2, ... one per batch"
+    for seq, payload in live.items():
+        assert replayed[seq] == payload, "the live and the replayed copy of a batch are the same bytes"
+    tiers = set()
+    for seq, events in enumerate(batches):
+        wire = decode(replayed[seq])
+        assert wire == [expected_wire_event(e, block_size) for e in events]
+        tiers.update(e["tier"] for e in events)
+    assert tiers == {"device", "host_pinned"}  # G1 and G2 both appear: "GPU" and "CPU"
+    assert f"{len(batches)} batches on tcp://127.0.0.1:" in err
+    ctx.destroy(linger=0)
+
+
+def test_a_slow_subscriber_loses_live_batches_and_catches_up_through_the_replay_socket():
+    pub, rep = free_port(), free_port()
+    ctx = zmq.Context()
+    sub = ctx.socket(zmq.SUB)
+    sub.setsockopt(zmq.RCVHWM, 1)
+    sub.setsockopt(zmq.SUBSCRIBE, b"")
+    sub.connect(f"tcp://127.0.0.1:{pub}")
+    proc = subprocess.Popen(
+        [KVTIER, "replay", "--device", "host", "--capacity", "512", "--kv-events", f"tcp://127.0.0.1:{pub}",
+         "--kv-events-replay", f"tcp://127.0.0.1:{rep}", "--kv-events-hwm", "1", "--kv-events-linger", "4"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(2.0)  # not reading: the replay runs and the high-water marks drop batches for us
+    live = []
+    while sub.poll(200):
+        _, seq, payload = sub.recv_multipart()
+        live.append(int.from_bytes(seq, "big"))
+    replayed = replay_from(ctx, f"tcp://127.0.0.1:{rep}", 0)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    sent = int(out.split("events in ")[1].split(" batches")[0])
+    assert live == sorted(live) and len(live) < sent, "the slow subscriber missed batches"
+    assert sorted(replayed) == list(range(sent)), "the replay socket gave every batch back"
+    for payload in replayed.values():
+        for event in decode(payload):
+            assert event["type"] in ("BlockStored", "BlockRemoved") and event["medium"] == "GPU"
+    ctx.destroy(linger=0)
+
+
+def test_a_bad_endpoint_is_a_clear_error():
+    proc = subprocess.run([KVTIER, "replay", "--kv-events", "tcp://no-such-host.invalid:5557"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "cannot bind the KV event socket" in proc.stderr
