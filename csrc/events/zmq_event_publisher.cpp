@@ -52,14 +52,19 @@ ZmqEventPublisher::ZmqEventPublisher(ZmqPublisherConfig config)
   if (config_.buffer_steps == 0 || config_.max_queue == 0) throw ConfigError("the KV event buffer and queue must hold at least one batch");
   if (config_.hwm < 0) throw ConfigError("the high-water mark must not be negative");
   context_ = zmq_ctx_new();
+  if (context_ == nullptr) throw ConfigError(std::string("cannot create a ZMQ context: ") + zmq_strerror(zmq_errno()));
   try {
     pub_ = zmq_socket(context_, ZMQ_PUB);
+    if (pub_ == nullptr) throw ConfigError(std::string("cannot create the KV event socket: ") + zmq_strerror(zmq_errno()));
     zmq_setsockopt(pub_, ZMQ_SNDHWM, &config_.hwm, sizeof config_.hwm);
     const int linger = 1000;  // a closing publisher gives queued messages a second
     zmq_setsockopt(pub_, ZMQ_LINGER, &linger, sizeof linger);
     bound_endpoint_ = bind_socket(pub_, config_.endpoint, "KV event");
     if (!config_.replay_endpoint.empty()) {
       replay_ = zmq_socket(context_, ZMQ_ROUTER);
+      if (replay_ == nullptr) {
+        throw ConfigError(std::string("cannot create the KV event replay socket: ") + zmq_strerror(zmq_errno()));
+      }
       const int no_linger = 0;
       zmq_setsockopt(replay_, ZMQ_LINGER, &no_linger, sizeof no_linger);
       bound_replay_endpoint_ = bind_socket(replay_, config_.replay_endpoint, "KV event replay");

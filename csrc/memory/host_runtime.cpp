@@ -212,8 +212,12 @@ class HostStream final : public detail::StreamBackend {
         throw ContractError("write_kv: slot " + std::to_string(write.slots[t]) + " is outside the pool");
       }
     }
-    enqueue([write, layout = *write.layout] {
-      kernels::reference::write_kv(write.slab, layout, write.layer, write.key, write.value, write.tokens, write.slots);
+    enqueue([this, write, layout = *write.layout] {
+      try {  // the slots were checked, but a failure here must fail events, not the worker thread
+        kernels::reference::write_kv(write.slab, layout, write.layer, write.key, write.value, write.tokens, write.slots);
+      } catch (const std::exception& error) {
+        fail(std::string("write_kv failed: ") + error.what());
+      }
     });
   }
 
