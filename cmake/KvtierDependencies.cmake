@@ -8,7 +8,9 @@ add_library(kvtier_xxhash INTERFACE)
 target_include_directories(kvtier_xxhash SYSTEM INTERFACE ${XXHASH_INCLUDE_DIR})
 target_link_libraries(kvtier_xxhash INTERFACE ${XXHASH_LIBRARY})
 find_package(nlohmann_json 3.10 REQUIRED)
-find_package(CLI11 REQUIRED)
+if(KVTIER_BUILD_APPS)
+  find_package(CLI11 REQUIRED)
+endif()
 find_package(Threads REQUIRED)
 
 # KV events on the wire (libzmq3-dev, libmsgpack-cxx-dev): AUTO builds them

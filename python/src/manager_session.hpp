@@ -1,0 +1,119 @@
+#pragma once
+// What one Python `kvtier.Manager` owns: the runtime, the G1 pool of real
+// pages, the optional G2 offload engine and the G1Manager, plus the requests'
+// owner ids and the events waiting for Python. Plain C++ (no nanobind), so
+// the binding files stay thin.
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kvtier/core/active_sequence.hpp"
+#include "kvtier/core/kv_event_sink.hpp"
+#include "kvtier/driver/request_driver.hpp"
+#include "kvtier/g1/g1_manager.hpp"
+#include "kvtier/memory/kv_pool.hpp"
+#include "kvtier/memory/runtime.hpp"
+#include "kvtier/offload/offload_engine.hpp"
+
+namespace kvtier::python {
+
+/// Every setting of `kvtier.Manager(...)`, validated by the constructor.
+struct ManagerOptions {
+  std::string backend = "native";
+  std::optional<std::string> eviction{};  // kvbm only; default lineage
+  std::uint32_t capacity = 1024;
+  std::uint32_t block_size = 16;
+  std::uint32_t layers = 2;
+  std::uint32_t kv_heads = 2;
+  std::uint32_t head_dim = 64;
+  std::string dtype = "bf16";
+  std::string layout = "layer-major";
+  std::string device = "auto";
+  std::uint32_t host_blocks = 0;
+  std::optional<std::uint32_t> offload_batch{};
+  bool verify_swaps = false;
+  bool prefix_caching = true;
+  std::uint32_t dp_rank = 0;
+  std::uint64_t seed = 0;
+  std::size_t max_pending_events = 1 << 20;
+};
+
+/// Keeps events until Python takes them; past `limit` the oldest are dropped
+/// and counted, so a program that never reads them does not grow without bound.
+class PendingEventSink final : public KvEventSink {
+ public:
+  explicit PendingEventSink(std::size_t limit) : limit_(limit) {}
+  void publish(const KvEvent& event) override;
+  std::vector<KvEvent> take();
+  std::uint64_t dropped() const;
+  /// While on, every event is also kept for take_fresh() (what Python
+  /// callbacks have not been handed yet), independently of take().
+  void keep_fresh(bool on);
+  std::vector<KvEvent> take_fresh();
+
+ private:
+  mutable std::mutex mutex_;  // the offload engine's completions may publish from another call's thread
+  std::deque<KvEvent> events_;
+  bool keep_fresh_ = false;
+  std::vector<KvEvent> fresh_;
+  std::size_t limit_;
+  std::uint64_t dropped_ = 0;
+};
+
+/// A request the Python scheduler drives: its owner id and block sequence.
+struct RequestState {
+  std::uint64_t manager_id = 0;
+  g1::OwnerId owner;
+  ActiveSequence sequence;
+  std::size_t computed_tokens = 0;  // what finalize() has been told
+  bool finished = false;
+};
+
+class ManagerSession {
+ public:
+  /// ConfigError for an impossible configuration (nothing is kept).
+  ManagerSession(const ManagerOptions& options, std::vector<std::shared_ptr<KvEventSink>> extra_sinks);
+  ManagerSession(const ManagerSession&) = delete;
+  ManagerSession& operator=(const ManagerSession&) = delete;
+
+  std::uint64_t id() const noexcept { return id_; }
+  const ManagerOptions& options() const noexcept { return options_; }
+  g1::G1Manager& manager() noexcept { return *manager_; }
+  const g1::G1Manager& manager() const noexcept { return *manager_; }
+  memory::Runtime& runtime() noexcept { return *runtime_; }
+  memory::KvPool& pool() noexcept { return *pool_; }
+  const memory::KvPool& pool() const noexcept { return *pool_; }
+  offload::OffloadEngine* engine() noexcept { return engine_.get(); }
+  PendingEventSink& events() noexcept { return *events_; }
+  driver::RequestDriver driver() noexcept { return driver::RequestDriver(*manager_); }
+
+  /// A request over `prompt`, with an owner id no MoveBlock-level caller uses
+  /// (request owners count down from 2^63).
+  RequestState new_request(std::vector<TokenId> prompt, std::size_t max_output_tokens, bool emit_token_ids,
+                           std::vector<TokenId> planned_output);
+  /// ContractError unless the request was made by this manager.
+  void check_request(const RequestState& request) const;
+
+  /// The page pattern identity of a block: its sequence hash when full, a mix
+  /// of its UUID when partial (what write_pattern writes and verify checks).
+  static std::uint64_t pattern_identity(const UniqueBlock& block) noexcept;
+  /// Pattern identities of the owner's blocks, in table order.
+  std::vector<std::uint64_t> pattern_identities(g1::OwnerId owner) const;
+
+ private:
+  std::uint64_t id_;
+  ManagerOptions options_;
+  std::unique_ptr<memory::Runtime> runtime_;
+  std::unique_ptr<memory::KvPool> pool_;
+  std::shared_ptr<offload::OffloadEngine> engine_;  // reads and writes pool_'s pages: declared after it
+  std::shared_ptr<PendingEventSink> events_;
+  std::unique_ptr<g1::G1Manager> manager_;
+  std::uint64_t next_request_owner_ = std::uint64_t{1} << 63;
+  std::uint64_t next_request_seed_ = 0;
+};
+
+}  // namespace kvtier::python

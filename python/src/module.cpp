@@ -1,0 +1,42 @@
+// The extension module kvtier._kvtier; python/kvtier/__init__.py re-exports it.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+
+#include <cstdint>
+#include <string>
+
+#include "kvtier/core/page_pattern.hpp"
+#include "kvtier/memory/runtime_factory.hpp"
+#include "py_manager.hpp"
+#include "py_results.hpp"
+#include "python_errors.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace kvtier::python {
+void bind_publisher(nb::module_& module);
+}
+
+NB_MODULE(_kvtier, m) {
+  using namespace kvtier::python;
+  m.doc() = "kvtier: a real-memory KV-cache block allocator (pages, block tables, KV events)";
+  bind_errors(m);
+  bind_results(m);
+  bind_manager(m);
+#if KVTIER_WITH_ZMQ
+  bind_publisher(m);
+#endif
+  m.attr("has_zmq") = bool(KVTIER_WITH_ZMQ);
+  m.def("cuda_compiled", &kvtier::memory::cuda_compiled, "Whether this build contains the CUDA runtime.");
+  m.def("cuda_device_count", &kvtier::memory::cuda_device_count, "Visible CUDA devices (0 without a CUDA build).");
+  m.def(
+      "page_pattern",
+      [](std::uint64_t identity, std::size_t size, std::uint64_t first_byte) {
+        std::string bytes(size, '\0');
+        kvtier::fill_page_pattern(identity, first_byte, std::as_writable_bytes(std::span<char>(bytes)));
+        return nb::bytes(bytes.data(), bytes.size());
+      },
+      "identity"_a, "size"_a, "first_byte"_a = 0,
+      "The page pattern of `identity` for page bytes [first_byte, first_byte + size): what write_pattern writes.");
+}

@@ -1,0 +1,94 @@
+// The offload (G2) calls of kvtier.Manager (docs/offload.md): collecting
+// finished copies, the tier's state, pinning a G1 prefix and swapping a
+// host-resident prefix back in.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/vector.h>
+
+#include "kvtier/core/errors.hpp"
+#include "py_manager.hpp"
+#include "py_results.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace kvtier::python {
+namespace {
+
+std::optional<g1::G1PrefixPins> take_pins(std::optional<PrefixPinsHandle*> handle) {
+  if (!handle || *handle == nullptr) return std::nullopt;
+  if (!(*handle)->pins) throw ContractError("the prefix pins were already released or used");
+  return std::exchange((*handle)->pins, std::nullopt);
+}
+
+}  // namespace
+
+void bind_offload_calls(nb::class_<PyManager>& c) {
+  c.def("collect_offloads",
+        [](PyManager& m, bool wait) {
+          const g1::TierProgress progress = m.call([&] { return m.manager().collect_offloads(wait); });
+          nb::dict out;
+          out["completed"] = progress.completed;
+          out["failed"] = progress.failed;
+          std::vector<std::uint32_t> released;
+          for (PageId page : progress.released) released.push_back(page.value());
+          out["released_pages"] = released;
+          return out;
+        },
+        "wait"_a = false,
+        "Applies the copies that ended (with wait=True, every one in flight): G2 blocks land (HostPinned Stored "
+        "events), G1 pages their copies read are freed.")
+      .def("is_host_cached", [](PyManager& m, std::uint64_t hash) { return m.manager().is_host_cached(SequenceHash(hash)); },
+           "hash"_a, "Whether the block is resident in the G2 host tier.")
+      .def("earliest_offload_deadline", [](PyManager& m) { return m.manager().earliest_offload_deadline(); })
+      .def("pin_prefix",
+           [](PyManager& m, nb::handle plhs) -> std::optional<PrefixPinsHandle> {
+             const auto list = plhs_from_python(plhs);
+             auto pins = m.call([&] { return m.manager().try_pin_g1_prefix(list); });
+             if (!pins) return std::nullopt;
+             return PrefixPinsHandle{pins};
+           },
+           "plhs"_a, "Pins every listed block registered in G1, or none (None).")
+      .def("release_prefix_pins",
+           [](PyManager& m, PrefixPinsHandle& pins) {
+             auto held = take_pins(&pins);
+             m.call([&] { m.manager().release_g1_prefix_pins(std::move(*held)); });
+           },
+           "pins"_a)
+      .def("swap_in",
+           [](PyManager& m, nb::handle plhs, std::optional<PrefixPinsHandle*> pins, double now_ms) {
+             const auto list = plhs_from_python(plhs);
+             // Checked before the call consumes them: a spent handle changes nothing.
+             if (pins && *pins != nullptr && !(*pins)->pins) throw ContractError("the prefix pins were already released or used");
+             const g1::SwapInStart start = m.call([&] { return m.manager().try_batch_swap_in(list, take_pins(pins), now_ms); });
+             nb::dict out;
+             switch (start.status) {
+               case g1::SwapInStatus::NoHits: out["status"] = "no_hits"; break;
+               case g1::SwapInStatus::Scheduled:
+                 out["status"] = "scheduled";
+                 out["swap_in_id"] = start.swap_in_id;
+                 out["count"] = start.count;
+                 break;
+               case g1::SwapInStatus::BlockedOnG1Offload:
+                 out["status"] = "blocked_on_offload";
+                 out["offload_id"] = start.offload_id;
+                 break;
+             }
+             return out;
+           },
+           "plhs"_a, "pins"_a = nb::none(), "now_ms"_a = 0.0,
+           "Starts copying the G2-resident prefix of `plhs` into fresh G1 pages (the pins, if given, are consumed).")
+      .def("register_swap_in",
+           [](PyManager& m, std::uint64_t swap_in_id) {
+             const g1::SwapInRegistration r = m.call([&] { return m.manager().register_completed_swap_in(swap_in_id); });
+             nb::dict out;
+             out["failed"] = r.failed;
+             out["registered"] = r.registered;
+             return out;
+           },
+           "swap_in_id"_a, "Waits for the swap-in's copy and registers its blocks as inactive G1 blocks.")
+      .def("cancel_swap_in", [](PyManager& m, std::uint64_t swap_in_id) { return m.call([&] { return m.manager().cancel_swap_in(swap_in_id); }); },
+           "swap_in_id"_a);
+}
+
+}  // namespace kvtier::python

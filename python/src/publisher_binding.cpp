@@ -1,0 +1,50 @@
+// kvtier.ZmqEventPublisher: the library's ZMQ publisher (vLLM's wire format,
+// docs/events.md) from Python; hand it to Manager(publishers=[...]) and call
+// flush() once per scheduler step.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+
+#include "kvtier/events/zmq_event_publisher.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace kvtier::python {
+
+void bind_publisher(nb::module_& module) {
+  nb::class_<events::ZmqEventPublisher>(module, "ZmqEventPublisher",
+                                        "KV events on a ZMQ PUB socket in vLLM's format, with an optional ROUTER "
+                                        "replay socket; a bounded queue feeds a sending thread (drops are counted).")
+      .def("__init__",
+           [](events::ZmqEventPublisher* self, std::string endpoint, std::string replay_endpoint, std::string topic,
+              std::size_t buffer_steps, int hwm, std::size_t max_queue, std::uint32_t data_parallel_rank) {
+             new (self) events::ZmqEventPublisher(events::ZmqPublisherConfig{.endpoint = std::move(endpoint),
+                                                                             .replay_endpoint = std::move(replay_endpoint),
+                                                                             .topic = std::move(topic),
+                                                                             .buffer_steps = buffer_steps,
+                                                                             .hwm = hwm,
+                                                                             .max_queue = max_queue,
+                                                                             .data_parallel_rank = data_parallel_rank});
+           },
+           "endpoint"_a, nb::kw_only(), "replay_endpoint"_a = "", "topic"_a = "", "buffer_steps"_a = 10000,
+           "hwm"_a = 100000, "max_queue"_a = 100000, "data_parallel_rank"_a = 0)
+      .def("flush", &events::ZmqEventPublisher::flush, nb::call_guard<nb::gil_scoped_release>(),
+           "Queues the events since the last flush as one batch (one scheduler step).")
+      .def("drain", &events::ZmqEventPublisher::drain, nb::call_guard<nb::gil_scoped_release>(),
+           "Waits until every queued batch was sent.")
+      .def_prop_ro("endpoint", &events::ZmqEventPublisher::endpoint, "The bound address (a wildcard port resolved).")
+      .def_prop_ro("replay_endpoint", &events::ZmqEventPublisher::replay_endpoint)
+      .def("stats", [](const events::ZmqEventPublisher& p) {
+        const events::ZmqPublisherStats s = p.stats();
+        nb::dict out;
+        out["events"] = s.events;
+        out["batches_queued"] = s.batches_queued;
+        out["batches_dropped"] = s.batches_dropped;
+        out["batches_sent"] = s.batches_sent;
+        out["replays_served"] = s.replays_served;
+        return out;
+      });
+}
+
+}  // namespace kvtier::python

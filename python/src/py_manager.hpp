@@ -1,0 +1,66 @@
+#pragma once
+// The object behind `kvtier.Manager`: a ManagerSession plus what only Python
+// has — event callbacks, run after each call that produced events — and the
+// conversions between Python values and kvtier's block identities.
+#include <nanobind/nanobind.h>
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "kvtier/core/lineage_hash.hpp"
+#include "kvtier/core/unique_block.hpp"
+#include "manager_session.hpp"
+
+namespace kvtier::python {
+
+class PyManager {
+ public:
+  PyManager(const ManagerOptions& options, std::vector<std::shared_ptr<KvEventSink>> extra_sinks)
+      : session_(std::make_unique<ManagerSession>(options, std::move(extra_sinks))) {}
+
+  ManagerSession& session() noexcept { return *session_; }
+  g1::G1Manager& manager() noexcept { return session_->manager(); }
+
+  void add_callback(nanobind::callable callback);
+  /// false when `callback` was not registered.
+  bool remove_callback(const nanobind::handle& callback);
+  /// Hands the events made since the last delivery to every callback, in
+  /// order; the first exception a callback raised is re-raised once all were
+  /// called (the call that made the events has already happened).
+  void deliver();
+  /// Runs `f` (a manager call), then delivers its events.
+  template <class F>
+  auto call(F&& f) {
+    if constexpr (std::is_void_v<decltype(f())>) {
+      f();
+      deliver();
+    } else {
+      auto result = f();
+      deliver();
+      return result;
+    }
+  }
+  /// Drains the queue `take_events()` and `events()` read.
+  nanobind::list take_events();
+
+ private:
+  std::unique_ptr<ManagerSession> session_;
+  std::vector<nanobind::callable> callbacks_;
+};
+
+/// int -> a full block (its sequence hash); uuid.UUID -> a partial block.
+UniqueBlock block_from_python(nanobind::handle value);
+nanobind::object block_to_python(const UniqueBlock& block);
+std::vector<UniqueBlock> blocks_from_python(nanobind::handle values);
+nanobind::list blocks_to_python(std::span<const UniqueBlock> blocks);
+/// int -> (hash, no parent, position 0); (hash, parent or None, position) -> that PLH.
+PositionalLineageHash plh_from_python(nanobind::handle value);
+std::vector<PositionalLineageHash> plhs_from_python(nanobind::handle values);
+
+void bind_manager(nanobind::module_& module);
+void bind_move_block_calls(nanobind::class_<PyManager>& manager);
+void bind_offload_calls(nanobind::class_<PyManager>& manager);
+void bind_attention(nanobind::class_<PyManager>& manager);
+
+}  // namespace kvtier::python

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Builds and tests the Python package as a user installs it: a fresh virtual
+# environment (build/python-venv), `pip install .` from this checkout (the
+# build backend and nanobind come pinned from pyproject.toml), the pinned test
+# dependencies, then pytest over tests/python. Needs the Debian build
+# dependencies (scripts/install-deps.sh). The ZMQ wire test also runs the CLI
+# (KVTIER_BIN, default build/release/kvtier) and skips its script comparison
+# when it is absent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+venv=build/python-venv
+rm -rf "$venv"
+python3 -m venv "$venv"
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r tests/python/requirements.txt
+# The first build compiles the library (minutes); its log is kept, and shown on failure.
+log=build/python-install.log
+echo "kvtier: pip install . (log: $log)" >&2
+if ! "$venv/bin/python" -m pip install --verbose --disable-pip-version-check . >"$log" 2>&1; then
+  tail -n 60 "$log" >&2
+  echo "kvtier: pip install . failed" >&2
+  exit 1
+fi
+grep -E "^ *-- kvtier:" "$log" | sed "s/^ *//" >&2 || true
+# Run from outside the source tree so `import kvtier` is the installed package.
+cd tests/python
+KVTIER_BIN="${KVTIER_BIN:-$PWD/../../build/release/kvtier}" "../../$venv/bin/python" -m pytest -q -p no:cacheprovider -c ../../pyproject.toml --rootdir . .
