@@ -13,3 +13,8 @@ rm -f ./*.deb
 apt-get update -qq
 apt-get download "${packages[@]}"
 ls -l --block-size=K ./*.deb
+# nanobind for the Python module (the image's may be older than the pin): a
+# pure-Python wheel, installed there with --no-index into the build folder.
+cd .. && rm -rf wheels && mkdir wheels
+python3 -m pip download --quiet --no-deps --only-binary=:all: -d wheels "$(grep -o 'nanobind==[0-9.]*' ../pyproject.toml)"
+ls -l --block-size=K wheels

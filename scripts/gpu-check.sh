@@ -7,9 +7,11 @@
 # compute-sanitizer memcheck and racecheck over the GPU tests, the copy bench,
 # `kvtier bench swap` and `kvtier replay` on device memory. It prints a short
 # summary; logs and the swap CSV go to $OUT when set (the device tool), else
-# build/gpu-check/results — 8 files: summary.txt (device facts included),
+# build/gpu-check/results — 9 files: summary.txt (device facts included),
 # build.log, ctest-cpu.log, ctest-gpu.log, sanitizer.log, bench.log,
-# swap-bench.csv, replay.log.
+# swap-bench.csv, replay.log, python-gpu.log (the Python module built in the
+# tree, its gpu-marked PyTorch comparison and the DLPack tests, on the
+# image's PyTorch; nanobind from .deps/wheels when carried).
 #
 # Usage: scripts/gpu-check.sh            the whole check; fails without a GPU
 #        scripts/gpu-check.sh --no-gpu   only the steps a CPU machine can run
@@ -59,9 +61,19 @@ if compgen -G ".deps/debs/*.deb" > /dev/null; then
   eval "$deps_env"
 fi
 
+# nanobind for the Python module: the carried wheel, else the image's.
+python_flags=()
+if compgen -G ".deps/wheels/nanobind-*.whl" > /dev/null; then
+  python3 -m pip install --quiet --no-index --no-deps --target "$build/pydeps" .deps/wheels/nanobind-*.whl
+  export PYTHONPATH="$PWD/$build/pydeps${PYTHONPATH:+:$PYTHONPATH}"
+fi
+if python3 -m nanobind --cmake_dir > /dev/null 2>&1; then
+  python_flags=(-DKVTIER_BUILD_PYTHON=ON "-DPython_EXECUTABLE=$(command -v python3)")
+fi
+
 log="$out/build.log"
 step configure 120 "$log" cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVTIER_CUDA=ON \
-  -DCMAKE_CUDA_ARCHITECTURES=90 -DKVTIER_BUILD_BENCH=ON || { tail -20 "$log"; exit 1; }
+  -DCMAKE_CUDA_ARCHITECTURES=90 -DKVTIER_BUILD_BENCH=ON "${python_flags[@]}" || { tail -20 "$log"; exit 1; }
 step build 360 "$log" cmake --build "$build" -j "$(nproc)" || { tail -30 "$log"; exit 1; }
 
 # The cpu label in the background while the GPU is busy.
@@ -92,6 +104,19 @@ if ! $no_gpu; then
   step "replay (cuda)" 120 "$out/replay.log" "$build/kvtier" replay --device cuda --verify full
   step "replay (cuda, G2 tier)" 120 "$out/replay.log" "$build/kvtier" replay --device cuda --capacity 1024 \
     --host-blocks 4096 --verify full
+  # Python: torch.from_dlpack of the pages and tables, SDPA against kvtier's kernel (issue #11).
+  py_log="$out/python-gpu.log"
+  if ((${#python_flags[@]} == 0)); then
+    echo "python: no nanobind on this machine (scripts/fetch-device-deps.sh carries it)" | tee -a "$summary"
+    failed=1
+  else
+    step "pytest (gpu, dlpack)" 180 "$py_log" env PYTHONPATH="$PWD/$build/python:${PYTHONPATH:-}" python3 -m pytest -q \
+      -p no:cacheprovider -rs tests/python/test_gpu_attention.py tests/python/test_dlpack_views.py
+    if grep -q 'SKIPPED.*test_gpu_attention' "$py_log"; then
+      echo "python gpu tests skipped (a GPU check with skipped tests is a failed check)" | tee -a "$summary"
+      failed=1
+    fi
+  fi
 fi
 
 wait "$cpu_pid"
@@ -103,5 +128,6 @@ $no_gpu || grep -E 'tests passed|tests failed' "$out/ctest-gpu.log" | tail -1 | 
 $no_gpu || grep -E '^BM_.*_(median)' "$out/bench.log" | tee -a "$summary"
 $no_gpu || grep -E ' (out|in) +(batched|staged) ' "$out/bench.log" | tee -a "$summary"
 $no_gpu || grep -E '^(prefix hits|offload|integrity):' "$out/replay.log" | tee -a "$summary"
+$no_gpu || grep -E '(passed|failed)' "$out/python-gpu.log" | tail -1 | tee -a "$summary"
 echo "gpu-check: $( ((failed == 0)) && echo PASSED || echo FAILED) in $(($(date +%s) - began)) s" | tee -a "$summary"
 exit "$failed"
