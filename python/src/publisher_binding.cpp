@@ -29,7 +29,9 @@ void bind_publisher(nb::module_& module) {
            },
            "endpoint"_a, nb::kw_only(), "replay_endpoint"_a = "", "topic"_a = "", "buffer_steps"_a = 10000,
            "hwm"_a = 100000, "max_queue"_a = 100000, "data_parallel_rank"_a = 0)
-      .def("flush", &events::ZmqEventPublisher::flush, nb::call_guard<nb::gil_scoped_release>(),
+      // flush() keeps the GIL: the open batch is the allocator thread's, and
+      // the GIL is what keeps another Python thread's manager calls out of it.
+      .def("flush", &events::ZmqEventPublisher::flush,
            "Queues the events since the last flush as one batch (one scheduler step).")
       .def("drain", &events::ZmqEventPublisher::drain, nb::call_guard<nb::gil_scoped_release>(),
            "Waits until every queued batch was sent.")
