@@ -75,9 +75,39 @@ G1Acquire NativeBackend::use(OwnerId owner, const UseSignal& signal, std::size_t
   return G1Acquire::ready(signal.blocks.size());
 }
 
+NativeBackend::OwnerTable& NativeBackend::table_for(OwnerId owner) {
+  const auto it = tables_.find(owner);
+  if (it != tables_.end()) return it->second;
+  if (spare_tables_.empty()) return tables_[owner];
+  auto node = std::move(spare_tables_.back());
+  spare_tables_.pop_back();
+  node.key() = owner;
+  return tables_.insert(std::move(node)).position->second;
+}
+
+void NativeBackend::retire_table(std::unordered_map<OwnerId, OwnerTable>::iterator it) {
+  if (spare_tables_.size() == kMaxSpareTables) {
+    tables_.erase(it);
+    return;
+  }
+  auto node = tables_.extract(it);
+  OwnerTable& table = node.mapped();
+  table.pages.clear();
+  table.blocks.clear();
+  table.meta.clear();
+  table.token_ids.clear();
+  spare_tables_.push_back(std::move(node));
+}
+
 void NativeBackend::commit_use(OwnerId owner, const UseSignal& signal, NativeReservation& reservation) {
-  OwnerTable& owned = tables_[owner];
+  OwnerTable& owned = table_for(owner);
   const std::size_t reused = reservation.prefix.size();
+  const std::size_t grown = owned.blocks.size() + signal.blocks.size();
+  if (grown > owned.blocks.capacity()) {
+    owned.pages.reserve(grown);
+    owned.blocks.reserve(grown);
+    owned.meta.reserve(grown);
+  }
   for (const PrefixPin& pin : pool_.activate_prefix(reservation)) {
     owned.pages.push_back(pin.page);
     owned.blocks.push_back(UniqueBlock::full(pin.hash));
@@ -129,12 +159,12 @@ void NativeBackend::deref(OwnerId owner, const DerefSignal& signal) {
     const std::size_t position = owned.blocks.size() - 1;
     pool_.release(owned.pages.back());
     if (owned.blocks.back().is_partial()) live_partials_.erase(owned.blocks.back().uuid());
-    owned.token_ids.erase(position);
+    if (!owned.token_ids.empty()) owned.token_ids.erase(position);
     owned.pages.pop_back();
     owned.blocks.pop_back();
     owned.meta.pop_back();
   }
-  if (owned.blocks.empty()) tables_.erase(it);
+  if (owned.blocks.empty()) retire_table(it);
 }
 
 void NativeBackend::promote(OwnerId owner, const PromoteSignal& signal) {
@@ -169,7 +199,9 @@ void NativeBackend::finalize_computed_prefix(OwnerId owner, std::size_t before, 
   if (it == tables_.end()) throw ContractError("unknown owner " + detail::owner_text(owner));
   OwnerTable& owned = it->second;
   const std::size_t last = std::min(after / block_size_, owned.blocks.size());
-  std::vector<VisibleBlock> visible;
+  std::vector<VisibleBlock>& visible = visible_;
+  visible.clear();
+  const bool has_token_ids = !owned.token_ids.empty();
   for (std::size_t position = before / block_size_; position < last; ++position) {
     if (owned.blocks[position].is_partial()) break;  // the tail is promoted, not finalized
     BlockMeta& meta = owned.meta[position];
@@ -181,7 +213,7 @@ void NativeBackend::finalize_computed_prefix(OwnerId owner, std::size_t before, 
     const SequenceHash hash = owned.blocks[position].hash();
     const bool first_copy = pool_.cache_private(owned.pages[position], hash);
     if (tier_ != nullptr) {
-      const auto ids = owned.token_ids.find(position);
+      const auto ids = has_token_ids ? owned.token_ids.find(position) : owned.token_ids.end();
       remember_for_tier(owned.pages[position],
                         TieredBlock{.plh = native_tier_key(hash),
                                     .hash = hash,
@@ -195,7 +227,7 @@ void NativeBackend::finalize_computed_prefix(OwnerId owner, std::size_t before, 
       visible.push_back(VisibleBlock::run_gap());  // a duplicate copy: the hash was visible already
       continue;
     }
-    const auto ids = owned.token_ids.find(position);
+    const auto ids = has_token_ids ? owned.token_ids.find(position) : owned.token_ids.end();
     visible.push_back(VisibleBlock{
         .gap = false,
         .parent = meta.has_store_parent ? std::optional<SequenceHash>(SequenceHash(meta.store_parent)) : std::nullopt,
@@ -321,7 +353,7 @@ void NativeBackend::activate_destination(std::uint64_t reservation) {
   if (!d.blocks.empty() && d.blocks.back().is_partial() && live_partials_.contains(d.blocks.back().uuid())) {
     throw ContractError("partial block " + d.blocks.back().uuid().to_string() + " is already allocated");
   }
-  OwnerTable& owned = tables_[d.owner];
+  OwnerTable& owned = table_for(d.owner);
   const std::size_t reused = d.reservation.prefix.size();
   for (const PrefixPin& pin : pool_.activate_prefix(d.reservation)) {
     owned.pages.push_back(pin.page);
@@ -398,10 +430,12 @@ std::vector<OwnerId> NativeBackend::owners() const { return detail::sorted_owner
 
 std::size_t NativeBackend::metadata_bytes() const {
   std::size_t bytes = pool_.metadata_bytes();
-  for (const auto& [owner, owned] : tables_) {
-    bytes += sizeof(OwnerId) + sizeof(OwnerTable) + owned.pages.capacity() * sizeof(PageId) +
-             owned.blocks.capacity() * sizeof(UniqueBlock) + owned.meta.capacity() * sizeof(BlockMeta);
-  }
+  const auto table_bytes = [](const OwnerTable& owned) {
+    return sizeof(OwnerId) + sizeof(OwnerTable) + owned.pages.capacity() * sizeof(PageId) +
+           owned.blocks.capacity() * sizeof(UniqueBlock) + owned.meta.capacity() * sizeof(BlockMeta);
+  };
+  for (const auto& [owner, owned] : tables_) bytes += table_bytes(owned);
+  for (const auto& spare : spare_tables_) bytes += table_bytes(spare.mapped());  // kept for reuse: still held
   return bytes;
 }
 

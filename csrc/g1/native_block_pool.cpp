@@ -9,7 +9,7 @@
 namespace kvtier::g1 {
 
 NativeBlockPool::NativeBlockPool(std::uint32_t capacity)
-    : capacity_(capacity), pages_(capacity), index_(capacity, HashOfPage{&pages_}) {
+    : capacity_(capacity), pages_(capacity), index_(capacity, HashOfPage{&pages_}, kIndexSlack) {
   if (capacity == 0 || capacity == kNone) throw ConfigError("G1 capacity must be between 1 and 2^32-2 pages");
   for (std::uint32_t page = capacity; page-- > 0;) free_page(page);  // page 0 is handed out first
 }
@@ -139,13 +139,12 @@ NativeReserveOutcome NativeBlockPool::commit_reservation(std::span<const PrefixP
   for (std::uint32_t i = 0; i < needed; ++i) {
     const std::uint32_t page = lru_head_;
     const SequenceHash hash(pages_[page].hash);
-    const bool last_copy = index_.find(hash.value()) == page && pages_[page].dup_next == kNone;
-    if (!quarantine_ || !last_copy) {
+    if (!quarantine_ || !(index_.find(hash.value()) == page && pages_[page].dup_next == kNone)) {
       if (auto removed = evict_one()) outcome.removed.push_back(*removed);
       continue;
     }
     lru_unlink(page);
-    unlink_from_hash_chain(page);
+    unlink_from_hash_chain(page);  // the last copy: its hash leaves the index
     pages_[page].state = PageState::Quarantined;  // keeps its hash; still one of the copies
     ++quarantined_;
     outcome.removed.push_back(hash);
@@ -199,11 +198,8 @@ bool NativeBlockPool::cache_private(PageId page, SequenceHash hash) {
   e.dup_next = kNone;
   --private_copies_;
   ++cached_refs_;
-  const std::uint32_t primary = index_.find(hash.value());
-  if (primary == kNone) {
-    index_.insert(page.value());
-    return true;
-  }
+  const std::uint32_t primary = index_.insert_or_find(page.value());
+  if (primary == page.value()) return true;
   std::uint32_t tail = primary;
   while (pages_[tail].dup_next != kNone) tail = pages_[tail].dup_next;
   pages_[tail].dup_next = page.value();
@@ -240,17 +236,23 @@ void NativeBlockPool::cancel(NativeReservation& reservation) noexcept {
   reservation.fresh = 0;
 }
 
-void NativeBlockPool::unlink_from_hash_chain(std::uint32_t page) noexcept {
-  const std::uint64_t hash = pages_[page].hash;
-  const std::uint32_t primary = index_.find(hash);
+bool NativeBlockPool::unlink_from_hash_chain(std::uint32_t page) noexcept {
+  // One probe run: the primary's slot is edited in place.
+  const std::size_t slot = index_.find_slot(pages_[page].hash);
+  const std::uint32_t primary = index_.id_at(slot);
+  const std::uint32_t successor = pages_[page].dup_next;
   if (primary == page) {
-    index_.erase(page);
-    if (pages_[page].dup_next != kNone) index_.insert(pages_[page].dup_next);  // the oldest duplicate becomes primary
-    return;
+    if (successor == kNone) {
+      index_.erase_at(slot);
+      return true;
+    }
+    index_.replace_at(slot, successor);  // the oldest duplicate becomes primary: same hash, same slot
+    return false;
   }
   std::uint32_t previous = primary;
   while (pages_[previous].dup_next != page) previous = pages_[previous].dup_next;
-  pages_[previous].dup_next = pages_[page].dup_next;
+  pages_[previous].dup_next = successor;
+  return false;
 }
 
 std::optional<SequenceHash> NativeBlockPool::evict_one() {
@@ -258,8 +260,7 @@ std::optional<SequenceHash> NativeBlockPool::evict_one() {
   const std::uint32_t page = lru_head_;
   lru_unlink(page);
   const SequenceHash hash(pages_[page].hash);
-  unlink_from_hash_chain(page);
-  const bool last_copy = !is_resident(hash);
+  const bool last_copy = unlink_from_hash_chain(page);
   free_page(page);
   --copies_;
   if (last_copy) return hash;

@@ -21,14 +21,28 @@ class IdIndex {
   IdIndex(std::size_t max_ids, KeyOf key_of, std::size_t slack = 3)
       : key_of_(key_of), slots_(max_ids + max_ids / slack + 2, Slot{kAbsent, 0}) {}
 
+  static constexpr std::size_t kNoSlot = ~std::size_t{0};
+
   template <class Key>
   std::uint32_t find(const Key& key) const noexcept {
+    const std::size_t slot = find_slot(key);
+    return slot == kNoSlot ? kAbsent : slots_[slot].id;
+  }
+
+  /// The slot holding `key`'s id (kNoSlot when absent): one probe run that
+  /// id_at / replace_at / erase_at then act on without probing again.
+  template <class Key>
+  std::size_t find_slot(const Key& key) const noexcept {
     const std::uint32_t t = tag(key);
     for (std::size_t slot = home(t);; slot = next(slot)) {
       const Slot s = slots_[slot];
-      if (s.id == kAbsent || (s.tag == t && key_of_.key(s.id) == key)) return s.id;
+      if (s.id == kAbsent) return kNoSlot;
+      if (s.tag == t && key_of_.key(s.id) == key) return slot;
     }
   }
+  std::uint32_t id_at(std::size_t slot) const noexcept { return slots_[slot].id; }
+  /// Puts `id` in the slot of an id with the same key (the tag stays valid).
+  void replace_at(std::size_t slot, std::uint32_t id) noexcept { slots_[slot].id = id; }
 
   /// Precondition: no id with the same key is present.
   void insert(std::uint32_t id) noexcept {
@@ -60,6 +74,11 @@ class IdIndex {
       if (slots_[hole].id == kAbsent) return;
       if (slots_[hole].id == id) break;
     }
+    erase_at(hole);
+  }
+
+  /// Empties a slot find_slot returned.
+  void erase_at(std::size_t hole) noexcept {
     // Backward shift: pull later members of the probe run into the hole.
     for (std::size_t at = next(hole); slots_[at].id != kAbsent; at = next(at)) {
       const std::size_t want = home(slots_[at].tag);

@@ -123,6 +123,10 @@ class NativeBlockPool {
 
  private:
   static constexpr std::uint32_t kNone = 0xFFFFFFFFU;
+  /// The hash index's load stays <= 1/2 (16 bytes a page): every eviction
+  /// erases a hash, and backward-shift erase walks to the end of the probe
+  /// cluster, which at 3/4 is four times as long.
+  static constexpr std::size_t kIndexSlack = 1;
   enum class PageState : std::uint8_t { Free, Private, Cached, Quarantined };
   struct PageEntry {
     std::uint64_t hash = 0;
@@ -149,7 +153,9 @@ class NativeBlockPool {
   void free_page(std::uint32_t page) noexcept;
   std::uint32_t take_free_page() noexcept;
   void unpin(std::uint32_t page) noexcept;
-  void unlink_from_hash_chain(std::uint32_t page) noexcept;
+  /// Takes a cached copy out of its hash's chain (the oldest duplicate becomes
+  /// primary); true when it was the hash's last resident copy.
+  bool unlink_from_hash_chain(std::uint32_t page) noexcept;
   NativeReserveOutcome commit_reservation(std::span<const PrefixPin> hits, std::uint32_t fresh, std::uint32_t needed);
 
   std::uint32_t capacity_;
