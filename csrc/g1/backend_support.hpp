@@ -36,6 +36,39 @@ const auto& owner_table(const Tables& tables, OwnerId owner) {
   return it->second;
 }
 
+/// Emptied owner tables kept for later owners, with their vectors' capacity:
+/// a new owner's table then allocates nothing in steady state. Bounded (a
+/// scheduler admits about as many owners as finish, so two suffice), and
+/// counted in the backends' metadata. A table that held a long request is
+/// not kept: recycled, its capacity would stay with every later short one
+/// (and one allocation per 512+ blocks costs nothing).
+inline constexpr std::size_t kMaxSpareTables = 2;
+inline constexpr std::size_t kMaxSpareTableBlocks = 512;
+
+/// The owner's table, made on first use from a spare one when there is one.
+template <class Tables>
+typename Tables::mapped_type& table_for(Tables& tables, std::vector<typename Tables::node_type>& spares, OwnerId owner) {
+  const auto it = tables.find(owner);
+  if (it != tables.end()) return it->second;
+  if (spares.empty()) return tables[owner];
+  auto node = std::move(spares.back());
+  spares.pop_back();
+  node.key() = owner;
+  return tables.insert(std::move(node)).position->second;
+}
+
+/// Drops an emptied table (Table::clear keeps capacity), keeping it as a spare while there is room.
+template <class Tables>
+void retire_table(Tables& tables, std::vector<typename Tables::node_type>& spares, typename Tables::iterator it) {
+  if (spares.size() == kMaxSpareTables || it->second.blocks.capacity() > kMaxSpareTableBlocks) {
+    tables.erase(it);
+    return;
+  }
+  auto node = tables.extract(it);
+  node.mapped().clear();
+  spares.push_back(std::move(node));
+}
+
 /// The owners holding blocks, in id order.
 template <class Tables>
 std::vector<OwnerId> sorted_owners(const Tables& tables) {

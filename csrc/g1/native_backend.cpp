@@ -75,32 +75,8 @@ G1Acquire NativeBackend::use(OwnerId owner, const UseSignal& signal, std::size_t
   return G1Acquire::ready(signal.blocks.size());
 }
 
-NativeBackend::OwnerTable& NativeBackend::table_for(OwnerId owner) {
-  const auto it = tables_.find(owner);
-  if (it != tables_.end()) return it->second;
-  if (spare_tables_.empty()) return tables_[owner];
-  auto node = std::move(spare_tables_.back());
-  spare_tables_.pop_back();
-  node.key() = owner;
-  return tables_.insert(std::move(node)).position->second;
-}
-
-void NativeBackend::retire_table(std::unordered_map<OwnerId, OwnerTable>::iterator it) {
-  if (spare_tables_.size() == kMaxSpareTables) {
-    tables_.erase(it);
-    return;
-  }
-  auto node = tables_.extract(it);
-  OwnerTable& table = node.mapped();
-  table.pages.clear();
-  table.blocks.clear();
-  table.meta.clear();
-  table.token_ids.clear();
-  spare_tables_.push_back(std::move(node));
-}
-
 void NativeBackend::commit_use(OwnerId owner, const UseSignal& signal, NativeReservation& reservation) {
-  OwnerTable& owned = table_for(owner);
+  OwnerTable& owned = detail::table_for(tables_, spare_tables_, owner);
   const std::size_t reused = reservation.prefix.size();
   const std::size_t grown = owned.blocks.size() + signal.blocks.size();
   if (grown > owned.blocks.capacity()) {
@@ -164,7 +140,7 @@ void NativeBackend::deref(OwnerId owner, const DerefSignal& signal) {
     owned.blocks.pop_back();
     owned.meta.pop_back();
   }
-  if (owned.blocks.empty()) retire_table(it);
+  if (owned.blocks.empty()) detail::retire_table(tables_, spare_tables_, it);
 }
 
 void NativeBackend::promote(OwnerId owner, const PromoteSignal& signal) {
@@ -353,7 +329,7 @@ void NativeBackend::activate_destination(std::uint64_t reservation) {
   if (!d.blocks.empty() && d.blocks.back().is_partial() && live_partials_.contains(d.blocks.back().uuid())) {
     throw ContractError("partial block " + d.blocks.back().uuid().to_string() + " is already allocated");
   }
-  OwnerTable& owned = table_for(d.owner);
+  OwnerTable& owned = detail::table_for(tables_, spare_tables_, d.owner);
   const std::size_t reused = d.reservation.prefix.size();
   for (const PrefixPin& pin : pool_.activate_prefix(d.reservation)) {
     owned.pages.push_back(pin.page);

@@ -87,6 +87,11 @@ class KvbmBackend final : public BlockManager {
   struct OwnerTable {
     std::vector<PageId> pages;
     std::vector<UniqueBlock> blocks;
+    /// Empty, capacity kept (a spare table).
+    void clear() noexcept {
+      pages.clear();
+      blocks.clear();
+    }
   };
   enum class Kind : std::uint8_t { ActiveHit, Matched, Fresh };
   struct Classified {
@@ -142,6 +147,8 @@ class KvbmBackend final : public BlockManager {
                                                    SequenceHash hash, std::optional<SequenceHash> parent,
                                                    LocalBlockHash local, const std::vector<TokenId>* token_ids);
   void unregister(std::uint32_t page);
+  /// The indexes' slack (IdIndex): load <= 1/2, or 3/4 where metadata is tight.
+  static std::size_t index_slack(EvictionBackend eviction) noexcept;
   std::uint32_t registered_page(const PositionalLineageHash& plh) const;
 
   std::uint32_t capacity_;
@@ -157,6 +164,7 @@ class KvbmBackend final : public BlockManager {
   std::uint32_t free_count_ = 0;
   std::size_t full_refs_ = 0;
   std::unordered_map<OwnerId, OwnerTable> tables_;
+  std::vector<std::unordered_map<OwnerId, OwnerTable>::node_type> spare_tables_;  // detail::retire_table
   std::unordered_map<std::uint64_t, std::vector<std::uint32_t>> decode_reservations_;
   std::unordered_map<std::uint64_t, Destination> destinations_;
   std::uint64_t next_reservation_id_ = 1;

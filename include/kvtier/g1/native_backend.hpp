@@ -65,6 +65,13 @@ class NativeBackend final : public BlockManager {
     std::vector<UniqueBlock> blocks;
     std::vector<BlockMeta> meta;
     std::unordered_map<std::size_t, std::vector<TokenId>> token_ids;  // by position, only when given
+    /// Empty, capacity kept (a spare table).
+    void clear() noexcept {
+      pages.clear();
+      blocks.clear();
+      meta.clear();
+      token_ids.clear();
+    }
   };
   struct Destination {
     NativeReservation reservation;
@@ -103,19 +110,14 @@ class NativeBackend final : public BlockManager {
   /// What the tier must know of a cached page's block when it is evicted.
   void remember_for_tier(PageId page, const TieredBlock& block);
   void publish_visible_runs(const std::vector<VisibleBlock>& visible);
-  /// The owner's table, made on first use from a spare one when there is one
-  /// (its vectors keep their capacity: no allocation in steady state).
-  OwnerTable& table_for(OwnerId owner);
-  /// Drops an emptied table, keeping up to kMaxSpareTables for later owners.
-  void retire_table(std::unordered_map<OwnerId, OwnerTable>::iterator it);
-  static constexpr std::size_t kMaxSpareTables = 64;
+
 
   std::uint32_t block_size_;
   bool caching_;
   KvEventPublisher& publisher_;
   NativeBlockPool pool_;
   std::unordered_map<OwnerId, OwnerTable> tables_;
-  std::vector<std::unordered_map<OwnerId, OwnerTable>::node_type> spare_tables_;
+  std::vector<std::unordered_map<OwnerId, OwnerTable>::node_type> spare_tables_;  // detail::retire_table
   std::vector<VisibleBlock> visible_;  // finalize's scratch, reused
   std::unordered_set<Uuid> live_partials_;
   std::unordered_map<std::uint64_t, NativeReservation> decode_reservations_;
