@@ -98,30 +98,42 @@ std::vector<std::uint32_t> KvbmBackend::take_pages(std::size_t count, std::vecto
                                                    std::vector<EvictedBlock>& victims) {
   std::vector<std::uint32_t> taken;
   taken.reserve(count);
-  while (taken.size() < count) {
-    std::uint32_t page;
-    if (free_head_ != kNone) {
-      page = free_head_;
-      free_head_ = pages_[page].refs;
-      --free_count_;
-    } else {
-      page = policy_->evict().value().value();
-      const Page& p = pages_[page];
-      removed.emplace_back(p.hash);
-      if (tier_ != nullptr) {
-        TieredBlock block{.plh = p.plh,
-                          .hash = SequenceHash(p.hash),
-                          .parent = (p.flags & kHasParent) ? std::optional<SequenceHash>(SequenceHash(p.parent)) : std::nullopt,
-                          .local = LocalBlockHash(p.local),
-                          .token_ids = std::nullopt};
-        if (p.flags & kHasTokenIds) block.token_ids = std::move(token_ids_.at(page));
-        victims.push_back(EvictedBlock{PageId(page), std::move(block)});
-      }
-      unregister(page);
-    }
+  while (taken.size() < count && free_head_ != kNone) {
+    const std::uint32_t page = free_head_;
+    free_head_ = pages_[page].refs;
+    --free_count_;
     pages_[page] = Page{};
     pages_[page].state = PageState::Held;
     taken.push_back(page);
+  }
+  // The victims first, in eviction order (the policy keeps its own state),
+  // then their unregistration, prefetching a few victims ahead: each one
+  // erases from both indexes, and those misses then overlap.
+  const std::size_t first_victim = taken.size();
+  while (taken.size() < count) taken.push_back(policy_->evict().value().value());
+  const auto prefetch = [&](std::size_t at) {
+    if (at >= taken.size()) return;
+    registry_.prefetch(pages_[taken[at]].plh);
+    by_hash_.prefetch(pages_[taken[at]].hash);
+  };
+  for (std::size_t at = first_victim; at < std::min(taken.size(), first_victim + kPrefetchAhead); ++at) prefetch(at);
+  for (std::size_t at = first_victim; at < taken.size(); ++at) {
+    prefetch(at + kPrefetchAhead);
+    const std::uint32_t page = taken[at];
+    const Page& p = pages_[page];
+    removed.emplace_back(p.hash);
+    if (tier_ != nullptr) {
+      TieredBlock block{.plh = p.plh,
+                        .hash = SequenceHash(p.hash),
+                        .parent = (p.flags & kHasParent) ? std::optional<SequenceHash>(SequenceHash(p.parent)) : std::nullopt,
+                        .local = LocalBlockHash(p.local),
+                        .token_ids = std::nullopt};
+      if (p.flags & kHasTokenIds) block.token_ids = std::move(token_ids_.at(page));
+      victims.push_back(EvictedBlock{PageId(page), std::move(block)});
+    }
+    unregister(page);
+    pages_[page] = Page{};
+    pages_[page].state = PageState::Held;
   }
   return taken;
 }
@@ -261,11 +273,15 @@ std::vector<KvbmBackend::Classified> KvbmBackend::classify(const UseSignal& sign
   std::vector<Classified> out;
   out.reserve(signal.blocks.size());
   std::size_t full_index = 0;
+  for (std::size_t ahead = 0; ahead < std::min(kPrefetchAhead, signal.plhs.size()); ++ahead) {
+    registry_.prefetch(signal.plhs[ahead]);
+  }
   for (const UniqueBlock& block : signal.blocks) {
     if (block.is_partial()) {
       out.push_back({Kind::Fresh, kNone});  // validate_use refused a live one
       continue;
     }
+    if (full_index + kPrefetchAhead < signal.plhs.size()) registry_.prefetch(signal.plhs[full_index + kPrefetchAhead]);
     // With real hashes a block's PLH and sequence hash name the same page: one
     // lookup decides. Injected hashes may disagree; then the active sequence
     // hash wins, as in Dynamo.
@@ -354,6 +370,12 @@ G1Acquire KvbmBackend::use(OwnerId owner, const UseSignal& signal, std::vector<s
       continue;
     }
     const PositionalLineageHash& plh = signal.plhs[full_index];
+    if (i + kPrefetchAhead < signal.blocks.size() && classes[i + kPrefetchAhead].kind == Kind::Fresh &&
+        signal.blocks[i + kPrefetchAhead].is_full()) {
+      // Registration probes both indexes: start those loads now.
+      registry_.prefetch(signal.plhs[full_index + kPrefetchAhead]);
+      by_hash_.prefetch(signal.blocks[i + kPrefetchAhead].hash().value());
+    }
     const LocalBlockHash local = signal.local_hashes.empty() ? LocalBlockHash(0) : signal.local_hashes[full_index];
     const std::vector<TokenId>* ids = signal.token_ids ? &(*signal.token_ids)[full_index] : nullptr;
     ++full_index;

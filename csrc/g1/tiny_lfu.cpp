@@ -18,31 +18,46 @@ std::uint64_t mix(std::uint64_t z) {
 
 }  // namespace
 
+// Counters are grouped in blocks of one cache line (8 words of 16 four-bit
+// counters): a key's four counters sit in one block, one per pair of words,
+// so an increment or estimate touches one line instead of four (Caffeine's
+// frequency sketch does the same).
+constexpr std::size_t kWordsPerBlock = 8;
+constexpr std::size_t kCountersPerBlock = kWordsPerBlock * 16;
+
 TinyLfu::TinyLfu(std::uint32_t capacity)
-    : row_counters_(std::bit_ceil(std::max<std::size_t>(capacity, 16))), sample_size_(10ULL * std::max(capacity, 1U)) {
-  words_.assign(kRows * row_counters_ / 16, 0);
+    : blocks_(std::max<std::size_t>(1, kRows * std::bit_ceil(std::max<std::size_t>(capacity, 16)) / kCountersPerBlock)),
+      sample_size_(10ULL * std::max(capacity, 1U)) {
+  words_.assign(blocks_ * kWordsPerBlock, 0);
 }
 
-std::size_t TinyLfu::counter_index(const PositionalLineageHash& key, unsigned row) const noexcept {
-  const std::uint64_t h = mix(key.high() ^ mix(key.low() ^ kRowSeeds[row]));
-  return row * row_counters_ + (h & (row_counters_ - 1));
-}
-
-std::uint32_t TinyLfu::get(std::size_t index) const noexcept {
-  return static_cast<std::uint32_t>((words_[index / 16] >> (4 * (index % 16))) & 0xF);
+TinyLfu::Counters TinyLfu::counters(const PositionalLineageHash& key) const noexcept {
+  const std::uint64_t h = mix(key.high() ^ mix(key.low() ^ kRowSeeds[0]));
+  Counters out;
+  const std::size_t block = (h >> 32) & (blocks_ - 1);  // blocks_ is a power of two
+  for (unsigned row = 0; row < kRows; ++row) {
+    const std::uint64_t bits = h >> (8 * row);
+    out.word[row] = block * kWordsPerBlock + 2 * row + (bits & 1);
+    out.shift[row] = static_cast<unsigned>(4 * ((bits >> 1) & 0xF));
+  }
+  return out;
 }
 
 void TinyLfu::increment(const PositionalLineageHash& key) noexcept {
+  const Counters c = counters(key);
   for (unsigned row = 0; row < kRows; ++row) {
-    const std::size_t index = counter_index(key, row);
-    if (get(index) < 15) words_[index / 16] += std::uint64_t{1} << (4 * (index % 16));
+    std::uint64_t& word = words_[c.word[row]];
+    if (((word >> c.shift[row]) & 0xF) < 15) word += std::uint64_t{1} << c.shift[row];
   }
   if (++increments_ >= sample_size_) halve_all();
 }
 
 std::uint32_t TinyLfu::estimate(const PositionalLineageHash& key) const noexcept {
+  const Counters c = counters(key);
   std::uint32_t least = 15;
-  for (unsigned row = 0; row < kRows; ++row) least = std::min(least, get(counter_index(key, row)));
+  for (unsigned row = 0; row < kRows; ++row) {
+    least = std::min(least, static_cast<std::uint32_t>((words_[c.word[row]] >> c.shift[row]) & 0xF));
+  }
   return least;
 }
 

@@ -149,6 +149,8 @@ class KvbmBackend final : public BlockManager {
   void unregister(std::uint32_t page);
   /// The indexes' slack (IdIndex): load <= 1/2, or 3/4 where metadata is tight.
   static std::size_t index_slack(EvictionBackend eviction) noexcept;
+  /// How many blocks ahead the Use loops prefetch index slots.
+  static constexpr std::size_t kPrefetchAhead = 8;
   std::uint32_t registered_page(const PositionalLineageHash& plh) const;
 
   std::uint32_t capacity_;

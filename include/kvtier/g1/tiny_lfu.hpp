@@ -18,12 +18,16 @@ class TinyLfu {
   std::size_t memory_bytes() const noexcept { return words_.capacity() * sizeof(std::uint64_t); }
 
  private:
-  std::size_t counter_index(const PositionalLineageHash& key, unsigned row) const noexcept;
-  std::uint32_t get(std::size_t index) const noexcept;
+  /// Where a key's four counters are: a word and a bit shift each, all in one block.
+  struct Counters {
+    std::size_t word[4];
+    unsigned shift[4];
+  };
+  Counters counters(const PositionalLineageHash& key) const noexcept;
   void halve_all() noexcept;
 
-  std::vector<std::uint64_t> words_;  // 16 four-bit counters a word
-  std::size_t row_counters_;          // power of two
+  std::vector<std::uint64_t> words_;  // 16 four-bit counters a word, 8 words a block
+  std::size_t blocks_;                // power of two
   std::uint64_t increments_ = 0;
   std::uint64_t sample_size_;
 };
