@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -72,19 +73,32 @@ int run_alloc(const AllocOptions& o) {
       {g1::G1Backend::Kvbm, g1::EvictionBackend::MultiLru},
       {g1::G1Backend::Kvbm, g1::EvictionBackend::Lineage}};
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
-  for (const auto& stream : streams) {
-    for (const auto& [backend, eviction] : allocators) {
-      const auto r = measure::measure_allocator_cycle(stream, backend, eviction, o.rounds);
-      rows.push_back({{"allocator", r.allocator},
-                      {"stream", r.stream},
-                      {"blocks", r.blocks},
-                      {"rounds", r.rounds},
-                      {"blocks_per_s", r.blocks_per_second},
-                      {"floor_blocks_per_s", r.floor_blocks_per_second},
-                      {"fraction_of_floor", r.fraction_of_floor},
-                      {"target", floor_target(r.allocator)},
-                      {"metadata_B_per_page", r.metadata_bytes_per_page},
-                      {"events_per_round", r.events_per_round}});
+  for (const auto& plain : streams) {
+    // Each stream as it is, then with token ids in every Use and Stored event:
+    // `token_id_cost` is the share of the cycle they take.
+    const measure::RequestStream with_ids = measure::with_token_ids(plain);
+    std::map<std::string, double> plain_rates;
+    for (const measure::RequestStream* stream : {&plain, &with_ids}) {
+      for (const auto& [backend, eviction] : allocators) {
+        const auto r = measure::measure_allocator_cycle(*stream, backend, eviction, o.rounds);
+        nlohmann::ordered_json row = {{"allocator", r.allocator},
+                                      {"stream", r.stream},
+                                      {"blocks", r.blocks},
+                                      {"rounds", r.rounds},
+                                      {"blocks_per_s", r.blocks_per_second},
+                                      {"floor_blocks_per_s", r.floor_blocks_per_second},
+                                      {"fraction_of_floor", r.fraction_of_floor},
+                                      {"target", floor_target(r.allocator)},
+                                      {"metadata_B_per_page", r.metadata_bytes_per_page},
+                                      {"events_per_round", r.events_per_round},
+                                      {"token_id_cost", nullptr}};
+        if (stream == &plain) {
+          plain_rates[r.allocator] = r.blocks_per_second;
+        } else {
+          row["token_id_cost"] = 1.0 - r.blocks_per_second / plain_rates.at(r.allocator);
+        }
+        rows.push_back(std::move(row));
+      }
     }
   }
   write_outputs(rows, o.json, o.csv);

@@ -17,16 +17,22 @@ namespace {
 /// partial block is skipped without ending it.
 class StoredRuns {
  public:
-  explicit StoredRuns(KvEventPublisher& publisher) : publisher_(publisher) {}
+  /// `expected`: an upper bound of the blocks that may join runs (one allocation per run).
+  StoredRuns(KvEventPublisher& publisher, std::size_t expected) : publisher_(publisher), expected_(expected) {}
   void add(std::optional<SequenceHash> parent, SequenceHash hash, std::uint64_t local,
            const std::vector<TokenId>* token_ids) {
+    if (!publisher_.has_sinks()) return;  // nothing listens: build nothing
     // A Use gives token ids for all its blocks or none; a swap-in's blocks come
     // from several Uses, so a run splits where their presence changes.
     if (!run_.blocks.empty() && run_.token_ids.has_value() != (token_ids != nullptr)) gap();
     if (run_.blocks.empty()) {
       run_.parent = parent;
       run_.token_ids.reset();
-      if (token_ids) run_.token_ids.emplace();
+      run_.blocks.reserve(expected_);
+      if (token_ids) {
+        run_.token_ids.emplace();
+        run_.token_ids->reserve(expected_);
+      }
     }
     if (run_.token_ids && token_ids) run_.token_ids->push_back(*token_ids);
     run_.blocks.push_back({hash, LocalBlockHash(local)});
@@ -37,6 +43,7 @@ class StoredRuns {
 
  private:
   KvEventPublisher& publisher_;
+  std::size_t expected_;
   KvStored run_;
 };
 
@@ -66,6 +73,10 @@ const KvbmBackend::OwnerTable& KvbmBackend::table(OwnerId owner) const { return 
 
 std::uint32_t KvbmBackend::registered_page(const PositionalLineageHash& plh) const { return registry_.find(plh); }
 
+std::span<const TokenId> KvbmBackend::page_token_ids(std::uint32_t page) const {
+  return {token_ids_.data() + std::size_t{page} * block_size_, block_size_};
+}
+
 std::uint32_t KvbmBackend::logical_refs(SequenceHash hash) const {
   const std::uint32_t page = by_hash_.find(hash.value());
   return page == kNone ? 0 : pages_[page].refs;
@@ -73,7 +84,6 @@ std::uint32_t KvbmBackend::logical_refs(SequenceHash hash) const {
 
 void KvbmBackend::return_page(std::uint32_t page) {
   KVTIER_ASSERT(pages_[page].state != PageState::Reset, "page " + std::to_string(page) + " is freed twice");
-  if (pages_[page].flags & kHasTokenIds) token_ids_.erase(page);
   push_free(page);
 }
 
@@ -128,7 +138,7 @@ std::vector<std::uint32_t> KvbmBackend::take_pages(std::size_t count, std::vecto
                         .parent = (p.flags & kHasParent) ? std::optional<SequenceHash>(SequenceHash(p.parent)) : std::nullopt,
                         .local = LocalBlockHash(p.local),
                         .token_ids = std::nullopt};
-      if (p.flags & kHasTokenIds) block.token_ids = std::move(token_ids_.at(page));
+      if (p.flags & kHasTokenIds) block.token_ids.emplace(page_token_ids(page).begin(), page_token_ids(page).end());
       victims.push_back(EvictedBlock{PageId(page), std::move(block)});
     }
     unregister(page);
@@ -192,7 +202,9 @@ std::uint32_t KvbmBackend::register_block(std::uint32_t page, const PositionalLi
   p.local = local.value();
   by_hash_.insert_or_find(page);
   if (token_ids) {
-    token_ids_[page] = *token_ids;
+    KVTIER_ASSERT(token_ids->size() == block_size_, "a block's token ids must be block_size long");
+    if (token_ids_.empty()) token_ids_.resize(std::size_t{capacity_} * block_size_);  // on first use only
+    std::copy(token_ids->begin(), token_ids->end(), token_ids_.begin() + static_cast<std::ptrdiff_t>(std::size_t{page} * block_size_));
     p.flags |= kHasTokenIds;
   }
   policy_->touch(plh);
@@ -218,7 +230,6 @@ std::pair<std::uint32_t, bool> KvbmBackend::register_or_adopt(std::uint32_t slot
 void KvbmBackend::unregister(std::uint32_t page) {
   registry_.erase(page);
   by_hash_.erase(page);
-  if (pages_[page].flags & kHasTokenIds) token_ids_.erase(page);
   pages_[page].flags &= static_cast<std::uint8_t>(~kHasTokenIds);
 }
 
@@ -351,7 +362,7 @@ G1Acquire KvbmBackend::use(OwnerId owner, const UseSignal& signal, std::vector<s
     owned.pages.reserve(owned.blocks.size() + signal.blocks.size());
     owned.blocks.reserve(owned.blocks.size() + signal.blocks.size());
   }
-  StoredRuns runs(publisher_);
+  StoredRuns runs(publisher_, signal.blocks.size());
   std::optional<SequenceHash> cursor;
   if (signal.parent) cursor = signal.parent->hash();
   std::size_t next_slot = 0;
@@ -603,7 +614,7 @@ void KvbmBackend::activate_destination(std::uint64_t reservation) {
     throw ContractError("partial block " + d.blocks.back().uuid().to_string() + " is already allocated");
   }
   OwnerTable& owned = detail::table_for(tables_, spare_tables_, d.owner);
-  StoredRuns runs(publisher_);
+  StoredRuns runs(publisher_, d.blocks.size());
   std::size_t next_slot = 0;
   for (std::size_t i = 0; i < d.blocks.size(); ++i) {
     const UniqueBlock& block = d.blocks[i];
@@ -752,7 +763,7 @@ std::size_t KvbmBackend::register_swapped_in(std::uint64_t slots, std::span<cons
   }
   std::reverse(inserting.begin(), inserting.end());
   policy_->check_insertable(inserting);
-  StoredRuns runs(publisher_);
+  StoredRuns runs(publisher_, blocks.size());
   std::vector<std::uint32_t> registered;
   for (std::size_t i = 0; i < reserved.size(); ++i) {
     const std::uint32_t slot = reserved[i].value();

@@ -107,7 +107,10 @@ void NativeBackend::commit_use(OwnerId owner, const UseSignal& signal, NativeRes
       meta.store_parent = cursor ? cursor->value() : 0;
       meta.has_local = !signal.local_hashes.empty();
       meta.local = meta.has_local ? signal.local_hashes[full_index].value() : 0;
-      if (signal.token_ids && caching_) owned.token_ids.emplace(owned.blocks.size(), (*signal.token_ids)[full_index]);
+      if (signal.token_ids && caching_) {
+        owned.append_token_ids(owned.blocks.size(), (*signal.token_ids)[full_index]);
+        meta.has_token_ids = true;
+      }
       cursor = block.hash();
       ++full_index;
     } else {
@@ -135,7 +138,7 @@ void NativeBackend::deref(OwnerId owner, const DerefSignal& signal) {
     const std::size_t position = owned.blocks.size() - 1;
     pool_.release(owned.pages.back());
     if (owned.blocks.back().is_partial()) live_partials_.erase(owned.blocks.back().uuid());
-    if (!owned.token_ids.empty()) owned.token_ids.erase(position);
+    if (owned.token_ids.size() > position * block_size_) owned.token_ids.resize(position * block_size_);
     owned.pages.pop_back();
     owned.blocks.pop_back();
     owned.meta.pop_back();
@@ -177,7 +180,6 @@ void NativeBackend::finalize_computed_prefix(OwnerId owner, std::size_t before, 
   const std::size_t last = std::min(after / block_size_, owned.blocks.size());
   std::vector<VisibleBlock>& visible = visible_;
   visible.clear();
-  const bool has_token_ids = !owned.token_ids.empty();
   for (std::size_t position = before / block_size_; position < last; ++position) {
     if (owned.blocks[position].is_partial()) break;  // the tail is promoted, not finalized
     BlockMeta& meta = owned.meta[position];
@@ -188,28 +190,28 @@ void NativeBackend::finalize_computed_prefix(OwnerId owner, std::size_t before, 
     meta.pending_store = false;
     const SequenceHash hash = owned.blocks[position].hash();
     const bool first_copy = pool_.cache_private(owned.pages[position], hash);
+    const std::span<const TokenId> ids = owned.token_ids_at(position, block_size_);
     if (tier_ != nullptr) {
-      const auto ids = has_token_ids ? owned.token_ids.find(position) : owned.token_ids.end();
       remember_for_tier(owned.pages[position],
                         TieredBlock{.plh = native_tier_key(hash),
                                     .hash = hash,
                                     .parent = meta.has_store_parent ? std::optional<SequenceHash>(SequenceHash(meta.store_parent))
                                                                     : std::nullopt,
                                     .local = LocalBlockHash(meta.local),
-                                    .token_ids = ids == owned.token_ids.end() ? std::nullopt
-                                                                              : std::optional<std::vector<TokenId>>(ids->second)});
+                                    .token_ids = meta.has_token_ids ? std::optional<std::vector<TokenId>>(std::in_place, ids.begin(), ids.end())
+                                                                    : std::nullopt});
     }
     if (!first_copy) {
       visible.push_back(VisibleBlock::run_gap());  // a duplicate copy: the hash was visible already
       continue;
     }
-    const auto ids = has_token_ids ? owned.token_ids.find(position) : owned.token_ids.end();
     visible.push_back(VisibleBlock{
         .gap = false,
         .parent = meta.has_store_parent ? std::optional<SequenceHash>(SequenceHash(meta.store_parent)) : std::nullopt,
         .block = {hash, LocalBlockHash(meta.local)},
         .has_local = meta.has_local,
-        .token_ids = ids == owned.token_ids.end() ? nullptr : &ids->second});
+        .has_token_ids = meta.has_token_ids,
+        .token_ids = ids});
   }
   publish_visible_runs(visible);
 }
@@ -220,26 +222,32 @@ void NativeBackend::publish_removed(std::vector<SequenceHash> removed) {
 }
 
 void NativeBackend::publish_visible_runs(const std::vector<VisibleBlock>& visible) {
+  if (!publisher_.has_sinks()) return;  // nothing listens: build nothing
   std::optional<KvStored> run;
   bool run_has_local = false;
   const auto flush = [&] {
     if (run) publisher_.publish_stored(StorageTier::Device, std::move(*run));
     run.reset();
   };
-  for (const VisibleBlock& v : visible) {
+  for (std::size_t at = 0; at < visible.size(); ++at) {
+    const VisibleBlock& v = visible[at];
     if (v.gap) {
       flush();
       continue;
     }
     // Runs also split where the presence of local hashes or token ids changes.
-    if (run && (run_has_local != v.has_local || run->token_ids.has_value() != (v.token_ids != nullptr))) flush();
+    if (run && (run_has_local != v.has_local || run->token_ids.has_value() != v.has_token_ids)) flush();
     if (!run) {
       run = KvStored{.parent = v.parent, .blocks = {}, .token_ids = std::nullopt};
       run_has_local = v.has_local;
-      if (v.token_ids) run->token_ids.emplace();
+      run->blocks.reserve(visible.size() - at);  // at most the rest: one allocation per run
+      if (v.has_token_ids) {
+        run->token_ids.emplace();
+        run->token_ids->reserve(visible.size() - at);
+      }
     }
     run->blocks.push_back(v.block);
-    if (v.token_ids) run->token_ids->push_back(*v.token_ids);
+    if (v.has_token_ids) run->token_ids->emplace_back(v.token_ids.begin(), v.token_ids.end());
   }
   flush();
 }
@@ -352,7 +360,10 @@ void NativeBackend::activate_destination(std::uint64_t reservation) {
       page = cached_page;
       meta.has_local = !d.local_hashes.empty();
       meta.local = meta.has_local ? d.local_hashes[i].value() : 0;
-      if (d.token_ids) owned.token_ids.emplace(i, (*d.token_ids)[i]);
+      if (d.token_ids) {
+        owned.append_token_ids(i, (*d.token_ids)[i]);
+        meta.has_token_ids = true;
+      }
       if (tier_ != nullptr) {
         remember_for_tier(page, TieredBlock{.plh = native_tier_key(block.hash()),
                                             .hash = block.hash(),
@@ -362,13 +373,14 @@ void NativeBackend::activate_destination(std::uint64_t reservation) {
                                                                      : std::nullopt});
       }
       if (became_visible) {
-        const auto ids = owned.token_ids.find(i);
+        // d's own ids: the table's flat vector may still grow in this loop.
         visible.push_back(VisibleBlock{
             .gap = false,
             .parent = i == 0 ? std::nullopt : std::optional<SequenceHash>(d.blocks[i - 1].hash()),
             .block = {block.hash(), LocalBlockHash(meta.local)},
             .has_local = meta.has_local,
-            .token_ids = ids == owned.token_ids.end() ? nullptr : &ids->second});
+            .has_token_ids = d.token_ids.has_value(),
+            .token_ids = d.token_ids ? std::span<const TokenId>((*d.token_ids)[i]) : std::span<const TokenId>{}});
       } else {
         visible.push_back(VisibleBlock::run_gap());
       }
@@ -573,7 +585,8 @@ std::size_t NativeBackend::register_swapped_in(std::uint64_t slots, std::span<co
                                    .parent = b.parent,
                                    .block = {b.hash, b.local},
                                    .has_local = true,
-                                   .token_ids = b.token_ids ? &*b.token_ids : nullptr});
+                                   .has_token_ids = b.token_ids.has_value(),
+                                   .token_ids = b.token_ids ? std::span<const TokenId>(*b.token_ids) : std::span<const TokenId>{}});
     registered.push_back(pages[i]);
   }
   publish_visible_runs(visible);

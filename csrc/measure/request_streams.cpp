@@ -27,10 +27,25 @@ StreamRequest request_from_tokens(const std::vector<TokenId>& tokens, std::uint3
     parent = hashes[i].sequence;
   }
   request.deref.blocks.assign(request.use.blocks.rbegin(), request.use.blocks.rend());
+  request.tokens.assign(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(hashes.size() * block_size));
   return request;
 }
 
 }  // namespace
+
+RequestStream with_token_ids(const RequestStream& stream) {
+  RequestStream out = stream;
+  out.name += "+token_ids";
+  for (StreamRequest& request : out.requests) {
+    BlockTokenIds ids;
+    for (std::size_t b = 0; b < request.use.blocks.size(); ++b) {
+      const auto first = request.tokens.begin() + static_cast<std::ptrdiff_t>(b * stream.block_size);
+      ids.emplace_back(first, first + stream.block_size);
+    }
+    request.use.token_ids = std::move(ids);
+  }
+  return out;
+}
 
 std::size_t RequestStream::blocks() const {
   std::size_t n = 0;

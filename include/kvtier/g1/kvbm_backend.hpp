@@ -152,6 +152,8 @@ class KvbmBackend final : public BlockManager {
   /// How many blocks ahead the Use loops prefetch index slots.
   static constexpr std::size_t kPrefetchAhead = 8;
   std::uint32_t registered_page(const PositionalLineageHash& plh) const;
+  /// A registered page's token ids (flags & kHasTokenIds).
+  std::span<const TokenId> page_token_ids(std::uint32_t page) const;
 
   std::uint32_t capacity_;
   std::uint32_t block_size_;
@@ -160,7 +162,10 @@ class KvbmBackend final : public BlockManager {
   std::vector<Page> pages_;
   IdIndex<PlhOfPage> registry_;  // PLH -> page, every registered block
   IdIndex<HashOfPage> by_hash_;  // sequence hash -> page (first registered wins)
-  std::unordered_map<std::uint32_t, std::vector<TokenId>> token_ids_;  // by page, only when given
+  /// Token ids of registered pages where given (kHasTokenIds), block_size a
+  /// page; allocated on the first registration that has them, so a run
+  /// without token ids pays nothing and one with them allocates nothing per block.
+  std::vector<TokenId> token_ids_;
   std::unordered_map<Uuid, std::uint32_t> partials_;
   std::uint32_t free_head_ = kNone;
   std::uint32_t free_count_ = 0;

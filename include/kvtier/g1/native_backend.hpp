@@ -59,12 +59,24 @@ class NativeBackend final : public BlockManager {
     bool pending_store = false;
     bool has_store_parent = false;
     bool has_local = false;
+    bool has_token_ids = false;  // its block_size ids are in OwnerTable::token_ids
   };
   struct OwnerTable {
     std::vector<PageId> pages;
     std::vector<UniqueBlock> blocks;
     std::vector<BlockMeta> meta;
-    std::unordered_map<std::size_t, std::vector<TokenId>> token_ids;  // by position, only when given
+    /// Token ids where given, flat: position p's are [p * block_size, (p + 1) *
+    /// block_size) when meta[p].has_token_ids (no allocation per block).
+    std::vector<TokenId> token_ids;
+    std::span<const TokenId> token_ids_at(std::size_t position, std::size_t block_size) const {
+      if (!meta[position].has_token_ids) return {};
+      return {token_ids.data() + position * block_size, block_size};
+    }
+    /// Stores the ids of the block being appended at `position` (the last one).
+    void append_token_ids(std::size_t position, std::span<const TokenId> ids) {
+      token_ids.resize(position * ids.size());
+      token_ids.insert(token_ids.end(), ids.begin(), ids.end());
+    }
     /// Empty, capacity kept (a spare table).
     void clear() noexcept {
       pages.clear();
@@ -86,7 +98,8 @@ class NativeBackend final : public BlockManager {
     std::optional<SequenceHash> parent;
     StoredBlock block;
     bool has_local = false;
-    const std::vector<TokenId>* token_ids = nullptr;
+    bool has_token_ids = false;
+    std::span<const TokenId> token_ids{};  // valid until the blocks are published
     static VisibleBlock run_gap() {
       VisibleBlock gap;
       gap.gap = true;

@@ -16,6 +16,7 @@ namespace kvtier::measure {
 struct StreamRequest {
   UseSignal use;
   DerefSignal deref;
+  std::vector<TokenId> tokens;  // the full blocks' tokens (with_token_ids puts them in the Use)
 };
 
 struct RequestStream {
@@ -32,6 +33,10 @@ struct RequestStream {
 /// 1000 x 2048 tokens, block size 16, 64 live, 16,384 pages).
 RequestStream shared_half_stream(std::size_t requests, std::size_t tokens, std::uint32_t block_size, std::size_t live,
                                  std::uint32_t pages);
+
+/// The same stream with every Use carrying its blocks' token ids (Stored
+/// events then carry them too); named "<name>+token_ids".
+RequestStream with_token_ids(const RequestStream& stream);
 
 /// The first `requests` requests of a Mooncake-style JSONL trace (512-token
 /// `hash_ids`; equal ids give equal tokens), as full blocks of `block_size`.
