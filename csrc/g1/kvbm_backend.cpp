@@ -53,8 +53,8 @@ std::size_t KvbmBackend::index_slack(EvictionBackend eviction) noexcept {
   // Every eviction erases from both indexes, and backward-shift erase walks to
   // the end of the probe cluster: at load 1/2 clusters are a quarter as long
   // as at 3/4. Lineage's graph already spends most of its 128-byte budget
-  // (docs/performance.md), so it keeps 3/4.
-  return eviction == EvictionBackend::Lineage ? 3 : 1;
+  // (docs/performance.md), so it takes 2/3 (1.3 bytes a page more per index).
+  return eviction == EvictionBackend::Lineage ? 2 : 1;
 }
 
 KvbmBackend::KvbmBackend(std::uint32_t capacity, std::uint32_t block_size, EvictionBackend eviction,

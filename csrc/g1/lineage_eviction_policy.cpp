@@ -1,6 +1,7 @@
 #include "kvtier/g1/lineage_eviction_policy.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <string>
 
 #include "kvtier/core/errors.hpp"
@@ -30,6 +31,14 @@ void LineageEvictionPolicy::check_insertable(std::span<const PositionalLineageHa
     const std::uint32_t node = index_.find(key);
     if (node != kNone && nodes_[node].page != kNone) throw collision(key);  // a real block holds the key
     keys.push_back(key);
+  }
+  // A request's blocks come with strictly monotone positions, so no key can
+  // repeat: the sort is only needed otherwise.
+  const auto by_position = [](const NodeKey& a, const NodeKey& b) { return a.position < b.position; };
+  const auto by_position_desc = [](const NodeKey& a, const NodeKey& b) { return a.position > b.position; };
+  if (std::adjacent_find(keys.begin(), keys.end(), std::not_fn(by_position)) == keys.end() ||
+      std::adjacent_find(keys.begin(), keys.end(), std::not_fn(by_position_desc)) == keys.end()) {
+    return;
   }
   std::sort(keys.begin(), keys.end());
   if (const auto twice = std::adjacent_find(keys.begin(), keys.end()); twice != keys.end()) throw collision(*twice);
