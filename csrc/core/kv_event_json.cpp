@@ -12,7 +12,7 @@ nlohmann::ordered_json to_json(const KvEvent& event) {
       blocks.push_back({{"hash", block.hash.value()}, {"local", block.local.value()}});
     }
     out["blocks"] = std::move(blocks);
-    if (stored->token_ids) out["token_ids"] = *stored->token_ids;
+    if (stored->token_ids) out["token_ids"] = stored->token_ids->nested();
   } else {
     const auto& removed = std::get<KvRemoved>(event.data);
     out["type"] = "removed";

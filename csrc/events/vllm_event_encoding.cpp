@@ -25,16 +25,9 @@ void pack_stored(Packer& pk, const KvStored& stored, StorageTier tier, std::uint
     pk.pack_nil();
   }
   pack_key(pk, "token_ids");
-  std::size_t tokens = 0;
-  if (stored.token_ids) {
-    for (const auto& block : *stored.token_ids) tokens += block.size();
-  }
-  pk.pack_array(static_cast<std::uint32_t>(tokens));
-  if (stored.token_ids) {
-    for (const auto& block : *stored.token_ids) {
-      for (const TokenId token : block) pk.pack(token);
-    }
-  }
+  const std::span<const TokenId> tokens = stored.token_ids ? stored.token_ids->flat() : std::span<const TokenId>{};
+  pk.pack_array(static_cast<std::uint32_t>(tokens.size()));
+  for (const TokenId token : tokens) pk.pack(token);
   pack_key(pk, "block_size");
   pk.pack(block_size);
   pack_key(pk, "lora_id");

@@ -45,26 +45,41 @@ G1Manager G1Manager::with_eviction_backend(G1ManagerConfig config, EvictionBacke
   return G1Manager(config, std::move(sinks));
 }
 
+void G1Manager::check_token_ids(const std::vector<TokenId>& tokens) const {
+  if (tokens.size() != config_.block_size) {
+    throw ContractError("token ids must hold block_size (" + std::to_string(config_.block_size) +
+                        ") tokens per full block, got " + std::to_string(tokens.size()));
+  }
+}
+
+void G1Manager::validate_use(const UseSignal& use) const {
+  if (use.plhs.size() != use.full_block_count()) throw ContractError("PLHs must align with full blocks");
+  if (use.token_ids) {
+    for (const auto& tokens : *use.token_ids) check_token_ids(tokens);
+  }
+}
+
 void G1Manager::validate_signal(const MoveBlock& signal) const {
-  const auto check_tokens = [&](const std::vector<TokenId>& tokens) {
-    if (tokens.size() != config_.block_size) {
-      throw ContractError("token ids must hold block_size (" + std::to_string(config_.block_size) +
-                          ") tokens per full block, got " + std::to_string(tokens.size()));
-    }
-  };
   if (const auto* use = std::get_if<UseSignal>(&signal)) {
-    if (use->plhs.size() != use->full_block_count()) throw ContractError("PLHs must align with full blocks");
-    if (use->token_ids) {
-      for (const auto& tokens : *use->token_ids) check_tokens(tokens);
-    }
+    validate_use(*use);
   } else if (const auto* promote = std::get_if<PromoteSignal>(&signal); promote && promote->token_ids) {
-    check_tokens(*promote->token_ids);
+    check_token_ids(*promote->token_ids);
   }
 }
 
 G1Acquire G1Manager::process_for_request(OwnerId owner, const MoveBlock& signal, std::size_t reusable_prefix_blocks) {
   validate_signal(signal);
   return backend_->process(owner, signal, reusable_prefix_blocks);
+}
+
+G1Acquire G1Manager::process_for_request(OwnerId owner, const UseSignal& signal, std::size_t reusable_prefix_blocks) {
+  validate_use(signal);
+  return backend_->process_use(owner, signal, reusable_prefix_blocks);
+}
+
+G1Acquire G1Manager::process_for_request(OwnerId owner, const DerefSignal& signal, std::size_t /*reusable_prefix_blocks*/) {
+  backend_->process_deref(owner, signal);
+  return G1Acquire::ready(signal.blocks.size());
 }
 
 void G1Manager::finalize_computed_prefix(OwnerId owner, std::size_t before, std::size_t after,

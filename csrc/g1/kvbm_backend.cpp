@@ -31,10 +31,10 @@ class StoredRuns {
       run_.blocks.reserve(expected_);
       if (token_ids) {
         run_.token_ids.emplace();
-        run_.token_ids->reserve(expected_);
+        run_.token_ids->reserve(expected_, token_ids->size());
       }
     }
-    if (run_.token_ids && token_ids) run_.token_ids->push_back(*token_ids);
+    if (run_.token_ids && token_ids) run_.token_ids->append(*token_ids);
     run_.blocks.push_back({hash, LocalBlockHash(local)});
   }
   void gap() {
@@ -498,7 +498,7 @@ void KvbmBackend::promote(OwnerId owner, const PromoteSignal& signal) {
   ++pages_[own_page].refs;
   ++full_refs_;
   KvStored stored{.parent = signal.parent, .blocks = {{signal.hash, signal.local}}, .token_ids = std::nullopt};
-  if (ids) stored.token_ids = BlockTokenIds{*ids};
+  if (ids) stored.token_ids.emplace().append(*ids);
   publisher_.publish_stored(StorageTier::Device, std::move(stored));
 }
 

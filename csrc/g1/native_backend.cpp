@@ -167,7 +167,7 @@ void NativeBackend::promote(OwnerId owner, const PromoteSignal& signal) {
   }
   if (!first_copy) return;
   KvStored stored{.parent = signal.parent, .blocks = {{signal.hash, signal.local}}, .token_ids = std::nullopt};
-  if (signal.token_ids) stored.token_ids = BlockTokenIds{*signal.token_ids};
+  if (signal.token_ids) stored.token_ids.emplace().append(*signal.token_ids);
   publisher_.publish_stored(StorageTier::Device, std::move(stored));
 }
 
@@ -243,11 +243,11 @@ void NativeBackend::publish_visible_runs(const std::vector<VisibleBlock>& visibl
       run->blocks.reserve(visible.size() - at);  // at most the rest: one allocation per run
       if (v.has_token_ids) {
         run->token_ids.emplace();
-        run->token_ids->reserve(visible.size() - at);
+        run->token_ids->reserve(visible.size() - at, v.token_ids.size());
       }
     }
     run->blocks.push_back(v.block);
-    if (v.has_token_ids) run->token_ids->emplace_back(v.token_ids.begin(), v.token_ids.end());
+    if (v.has_token_ids) run->token_ids->append(v.token_ids);
   }
   flush();
 }

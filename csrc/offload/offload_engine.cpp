@@ -242,7 +242,7 @@ g1::TierProgress OffloadEngine::poll(bool wait) {
       const g1::TieredBlock block = registry_.block(page);
       if (!registry_.land(page, config_.verify_swaps ? checksum(page) : 0)) continue;
       KvStored stored{.parent = block.parent, .blocks = {{block.hash, block.local}}, .token_ids = std::nullopt};
-      if (block.token_ids) stored.token_ids = BlockTokenIds{*block.token_ids};
+      if (block.token_ids) stored.token_ids.emplace().append(*block.token_ids);
       publisher_->publish_stored(StorageTier::HostPinned, std::move(stored));
     }
     progress.released.insert(progress.released.end(), transfer.g1_pages.begin(), transfer.g1_pages.end());

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kvtier/core/block_hash.hpp"
+#include "kvtier/core/stored_token_ids.hpp"
 
 namespace kvtier {
 
@@ -23,7 +24,7 @@ struct KvStored {
   std::optional<SequenceHash> parent;
   std::vector<StoredBlock> blocks;
   /// Per-block token ids, only when token-id emission is on.
-  std::optional<BlockTokenIds> token_ids;
+  std::optional<StoredTokenIds> token_ids;
   friend bool operator==(const KvStored&, const KvStored&) = default;
 };
 

@@ -21,6 +21,10 @@ class BlockManager {
   virtual ~BlockManager() = default;
 
   virtual G1Acquire process(OwnerId owner, const MoveBlock& signal, std::size_t reusable_prefix_blocks) = 0;
+  /// The same for a Use or a Deref the caller holds as such: no MoveBlock is
+  /// built around it (that copy would cost one allocation per token-id list).
+  virtual G1Acquire process_use(OwnerId owner, const UseSignal& signal, std::size_t reusable_prefix_blocks) = 0;
+  virtual void process_deref(OwnerId owner, const DerefSignal& signal) = 0;
   /// Native: makes computed pending blocks visible. KVBM: no-op.
   virtual void finalize_computed_prefix(OwnerId owner, std::size_t before, std::size_t after) = 0;
   virtual PrefillCost prefill_cost(const ActiveSequence& sequence) const = 0;

@@ -68,6 +68,9 @@ class G1Manager {
   /// block ("PLHs must align with full blocks"); token id lists, where given,
   /// hold exactly block_size tokens.
   G1Acquire process_for_request(OwnerId owner, const MoveBlock& signal, std::size_t reusable_prefix_blocks = 0);
+  /// The same without wrapping the signal in a MoveBlock (no copy of its lists).
+  G1Acquire process_for_request(OwnerId owner, const UseSignal& signal, std::size_t reusable_prefix_blocks = 0);
+  G1Acquire process_for_request(OwnerId owner, const DerefSignal& signal, std::size_t reusable_prefix_blocks = 0);
   /// Native: makes the blocks in [before/bs, after/bs) visible, then — when a
   /// sequence is given — promotes its computed tail, so a child is never
   /// published before its parent. KVBM: no-op.
@@ -142,6 +145,8 @@ class G1Manager {
   /// Shape checks every backend shares: PLHs align with the full blocks, token
   /// id lists hold block_size tokens.
   void validate_signal(const MoveBlock& signal) const;
+  void validate_use(const UseSignal& use) const;
+  void check_token_ids(const std::vector<TokenId>& tokens) const;
 
   G1ManagerConfig config_;
   std::uint64_t id_;

@@ -21,6 +21,11 @@ class KvbmBackend final : public BlockManager {
   KvbmBackend& operator=(const KvbmBackend&) = delete;
 
   G1Acquire process(OwnerId owner, const MoveBlock& signal, std::size_t reusable_prefix_blocks) override;
+  /// KVBM matches by lineage on its own: the reuse hint is not needed.
+  G1Acquire process_use(OwnerId owner, const UseSignal& signal, std::size_t /*reusable_prefix_blocks*/) override {
+    return use(owner, signal, nullptr);
+  }
+  void process_deref(OwnerId owner, const DerefSignal& signal) override { deref(owner, signal); }
   void finalize_computed_prefix(OwnerId, std::size_t, std::size_t) override {}
   PrefillCost prefill_cost(const ActiveSequence& sequence) const override;
   std::optional<std::uint64_t> reserve_decode_blocks(std::size_t blocks) override;

@@ -20,6 +20,10 @@ class NativeBackend final : public BlockManager {
                 KvEventPublisher& publisher);
 
   G1Acquire process(OwnerId owner, const MoveBlock& signal, std::size_t reusable_prefix_blocks) override;
+  G1Acquire process_use(OwnerId owner, const UseSignal& signal, std::size_t reusable_prefix_blocks) override {
+    return use(owner, signal, reusable_prefix_blocks, nullptr);
+  }
+  void process_deref(OwnerId owner, const DerefSignal& signal) override { deref(owner, signal); }
   void finalize_computed_prefix(OwnerId owner, std::size_t before, std::size_t after) override;
   PrefillCost prefill_cost(const ActiveSequence& sequence) const override;
   std::optional<std::uint64_t> reserve_decode_blocks(std::size_t blocks) override;
