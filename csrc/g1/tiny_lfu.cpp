@@ -7,8 +7,7 @@ namespace kvtier::g1 {
 namespace {
 
 constexpr unsigned kRows = 4;
-constexpr std::uint64_t kRowSeeds[kRows] = {0x9E3779B97F4A7C15ULL, 0xC2B2AE3D27D4EB4FULL, 0x165667B19E3779F9ULL,
-                                            0xD6E8FEB86659FD93ULL};
+constexpr std::uint64_t kSeed = 0x9E3779B97F4A7C15ULL;
 
 std::uint64_t mix(std::uint64_t z) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
@@ -32,7 +31,8 @@ TinyLfu::TinyLfu(std::uint32_t capacity)
 }
 
 TinyLfu::Counters TinyLfu::counters(const PositionalLineageHash& key) const noexcept {
-  const std::uint64_t h = mix(key.high() ^ mix(key.low() ^ kRowSeeds[0]));
+  // One mix of both words: a PLH's fragments are hash outputs already.
+  const std::uint64_t h = mix(key.high() ^ (key.low() * kSeed));
   Counters out;
   const std::size_t block = (h >> 32) & (blocks_ - 1);  // blocks_ is a power of two
   for (unsigned row = 0; row < kRows; ++row) {
