@@ -22,6 +22,23 @@ set key outside right top'
 case $kind in
   swap)
     runtime=$(awk -F, 'NR == 2 { print $1 }' "$input")
+    # The (direction, path) pairs the CSV holds, in order: `--paths engine` has
+    # no batched rows, and a direction may be missing (`--direction out`).
+    pairs=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) col[$i] = i; next }
+                     { key = $(col["direction"]) " " $(col["path"]); if (!(key in seen)) { seen[key] = 1; print key } }' "$input")
+    [[ -n $pairs ]] || { echo "plot: $input holds no rows" >&2; exit 2; }
+    plots=() ceilings=""
+    while read -r dir path; do
+      style=$([[ $dir == in ]] && echo " dt 4" || echo "")
+      # Each direction's ceiling once, from its first path's rows (same run).
+      if [[ " $ceilings " != *" $dir "* ]]; then
+        ceilings+=" $dir"
+        shade=$([[ $dir == in ]] && echo 'dt 3 lw 2 lc rgb "gray40"' || echo 'dt 2 lw 2 lc rgb "black"')
+        plots+=("\"$input\" using (column(\"page_bytes\")):(pick(\"$dir\", \"$path\", \"ceiling_GBps\")) with lines $shade title \"ceiling (one contiguous copy, $dir)\"")
+      fi
+      plots+=("\"$input\" using (column(\"page_bytes\")):(pick(\"$dir\", \"$path\", \"GBps\")) with linespoints lw 2$style title \"$dir $path\"")
+    done <<<"$pairs"
+    plot_line=$(IFS=,; echo "${plots[*]}")
     gnuplot <<GNUPLOT
 $common
 set output "$output"
@@ -32,11 +49,7 @@ set xlabel "page size"
 set ylabel "GB/s"
 set yrange [0:*]
 pick(dir, path, col) = (strcol("direction") eq dir && strcol("path") eq path) ? column(col) : NaN
-plot \
-  "$input" using (column("page_bytes")):(pick("out", "batched", "ceiling_GBps")) with lines dt 2 lw 2 lc rgb "black" title "ceiling (one contiguous copy, out)", \
-  "$input" using (column("page_bytes")):(pick("in", "batched", "ceiling_GBps")) with lines dt 3 lw 2 lc rgb "gray40" title "ceiling (in)", \
-  for [p in "batched staged per_page"] "$input" using (column("page_bytes")):(pick("out", p, "GBps")) with linespoints lw 2 title "out ".p, \
-  for [p in "batched staged per_page"] "$input" using (column("page_bytes")):(pick("in", p, "GBps")) with linespoints lw 2 dt 4 title "in ".p
+plot $plot_line
 GNUPLOT
     ;;
   capacity)

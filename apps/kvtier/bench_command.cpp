@@ -13,6 +13,7 @@
 #include "kvtier/measure/request_streams.hpp"
 #include "kvtier/measure/swap_measurement.hpp"
 #include "kvtier/memory/runtime_factory.hpp"
+#include "option_checks.hpp"
 #include "result_table.hpp"
 
 namespace kvtier::cli {
@@ -162,8 +163,8 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   alloc->add_option("--stream", a->stream, "shared_half | mooncake | all")->capture_default_str();
   alloc->add_option("--trace", a->trace, "the Mooncake trace the mooncake stream reads")->capture_default_str();
   alloc->add_option("--rounds", a->rounds, "alternated backend/floor rounds (medians)")->capture_default_str();
-  alloc->add_option("--json", a->json, "write the rows as JSON to this file");
-  alloc->add_option("--csv", a->csv, "write the rows as CSV to this file");
+  alloc->add_option("--json", a->json, "write the rows as JSON to this file")->check(non_empty());
+  alloc->add_option("--csv", a->csv, "write the rows as CSV to this file")->check(non_empty());
   on_run(alloc, a, run_alloc, exit_code, "alloc");
 
   auto s = std::make_shared<SwapOptions>();
@@ -175,8 +176,8 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   swap->add_option("--paths", s->paths, "per_page | batched | staged | engine")->delimiter(',')->capture_default_str();
   swap->add_option("--direction", s->direction, "out | in | both")->capture_default_str();
   swap->add_option("--iterations", s->iterations, "alternations of the path and the ceiling")->capture_default_str();
-  swap->add_option("--json", s->json, "write the rows as JSON to this file");
-  swap->add_option("--csv", s->csv, "write the rows as CSV to this file");
+  swap->add_option("--json", s->json, "write the rows as JSON to this file")->check(non_empty());
+  swap->add_option("--csv", s->csv, "write the rows as CSV to this file")->check(non_empty());
   on_run(swap, s, run_swap, exit_code, "swap");
 }
 

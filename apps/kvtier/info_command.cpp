@@ -125,7 +125,7 @@ void add_info_command(CLI::App& app, int& exit_code) {
       exit_code = 0;
     } catch (const std::exception& error) {
       std::cerr << "kvtier info: " << error.what() << '\n';
-      exit_code = 1;
+      exit_code = 2;  // as every other command's refusal
     }
   });
 }

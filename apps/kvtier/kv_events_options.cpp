@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "kvtier/core/errors.hpp"
+#include "option_checks.hpp"
 #if KVTIER_WITH_ZMQ
 #include "kvtier/events/zmq_event_publisher.hpp"
 #endif
@@ -12,14 +13,17 @@ namespace kvtier::cli {
 
 void add_kv_events_options(CLI::App& command, KvEventsOptions& o) {
   command.add_option("--kv-events", o.endpoint,
-                     "publish KV events in vLLM's wire format on this ZMQ PUB endpoint (bound), e.g. tcp://127.0.0.1:5557");
-  command.add_option("--kv-events-replay", o.replay_endpoint, "ZMQ ROUTER endpoint (bound) serving missed batches");
+                     "publish KV events in vLLM's wire format on this ZMQ PUB endpoint (bound), e.g. tcp://127.0.0.1:5557")
+      ->check(non_empty());
+  command.add_option("--kv-events-replay", o.replay_endpoint, "ZMQ ROUTER endpoint (bound) serving missed batches")
+      ->check(non_empty());
   command.add_option("--kv-events-topic", o.topic, "topic frame of every message")->capture_default_str();
   command.add_option("--kv-events-buffer", o.buffer_steps, "batches the replay socket keeps")->capture_default_str();
   command.add_option("--kv-events-hwm", o.hwm, "the PUB socket's high-water mark")->capture_default_str();
   command.add_option("--kv-events-queue", o.max_queue, "batches waiting to be sent; beyond it they are dropped and counted")
       ->capture_default_str();
   command.add_option("--kv-events-linger", o.linger_s, "seconds the sockets stay up after the run (late replay requests)")
+      ->check(non_negative_seconds())
       ->capture_default_str();
 }
 

@@ -15,6 +15,7 @@
 #include "kvtier/replay/default_workload.hpp"
 #include "kvtier/replay/replayer.hpp"
 #include "kv_events_options.hpp"
+#include "option_checks.hpp"
 #include "result_table.hpp"
 
 namespace kvtier::cli {
@@ -24,6 +25,7 @@ struct ReplayOptions {
   std::string trace;  // empty: the built-in workload
   std::string backend = "native";
   std::string eviction = "lineage";
+  bool eviction_given = false;  // --eviction is refused with the native backend
   std::string device = "auto";
   std::uint32_t capacity = 4096;
   double capacity_fraction = 0.0;  // > 0: this fraction of the device's free memory, instead of --capacity
@@ -182,6 +184,7 @@ int run(const ReplayOptions& o) {
   replay::ReplayConfig config;
   config.manager.backend = o.backend == "kvbm" ? g1::G1Backend::Kvbm : g1::G1Backend::Native;
   if (o.backend != "native" && o.backend != "kvbm") throw ConfigError("backend must be native or kvbm");
+  if (o.backend == "native" && o.eviction_given) throw ConfigError("--eviction applies to the kvbm backend only");
   config.manager.eviction = g1::parse_eviction_backend(o.eviction);
   config.manager.block_size = o.block_size;
   config.geometry = KvGeometry{.layers = o.layers,
@@ -209,6 +212,7 @@ int run(const ReplayOptions& o) {
   std::vector<replay::TraceRequest> requests =
       o.trace.empty() ? replay::default_workload(o.seed) : replay::read_trace_file(o.trace, limit);
   if (requests.size() > limit) requests.resize(limit);
+  if (requests.empty()) throw ConfigError("the trace " + o.trace + " holds no requests");
   const std::string workload = o.trace.empty() ? "built-in conversations (seed " + std::to_string(o.seed) + ")" : o.trace;
   const std::string runtime_name = memory::runtime_kind_name(runtime->kind());
   if (!o.sweep_capacity.empty()) {
@@ -239,12 +243,14 @@ int run(const ReplayOptions& o) {
 void add_replay_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<ReplayOptions>();
   CLI::App* cmd = app.add_subcommand("replay", "Replay a request trace (or the built-in workload) on real memory");
-  cmd->add_option("--trace", o->trace, "Mooncake-style JSONL trace (default: built-in multi-turn conversations)");
+  cmd->add_option("--trace", o->trace, "Mooncake-style JSONL trace (default: built-in multi-turn conversations)")
+      ->check(non_empty());
   cmd->add_option("--backend", o->backend, "native | kvbm")->capture_default_str();
-  cmd->add_option("--eviction", o->eviction, "kvbm: lineage | lru | multi_lru")->capture_default_str();
+  auto* eviction = cmd->add_option("--eviction", o->eviction, "kvbm: lineage | lru | multi_lru")->capture_default_str();
   cmd->add_option("--device", o->device, "auto | host | cuda")->capture_default_str();
   auto* capacity = cmd->add_option("--capacity", o->capacity, "G1 pages")->capture_default_str();
   auto* fraction = cmd->add_option("--capacity-fraction", o->capacity_fraction, "G1 as this fraction of free device memory")
+      ->check(unit_fraction())
       ->excludes(capacity);
   cmd->add_option("--host-blocks", o->host_blocks, "G2 pages of pinned host memory (0: no offload tier)")
       ->capture_default_str();
@@ -259,15 +265,17 @@ void add_replay_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--output-tokens", o->output_tokens, "every request's output length (0: prefill only)");
   cmd->add_option("--max-requests", o->max_requests, "replay the first N requests (0: all)")->capture_default_str();
   cmd->add_option("--verify", o->verify, "sample | full | off: which reused pages are checked")->capture_default_str();
-  cmd->add_option("--json", o->json, "write the report as JSON to this file (a sweep: {\"sweep\": [reports]})");
-  cmd->add_option("--csv", o->csv, "write the report as one CSV row (a sweep: one row per capacity)");
+  cmd->add_option("--json", o->json, "write the report as JSON to this file (a sweep: {\"sweep\": [reports]})")
+      ->check(non_empty());
+  cmd->add_option("--csv", o->csv, "write the report as one CSV row (a sweep: one row per capacity)")->check(non_empty());
   cmd->add_option("--sweep-capacity", o->sweep_capacity, "replay once per G1 capacity (pages, comma-separated)")
       ->delimiter(',')
       ->excludes(capacity)
       ->excludes(fraction);
   add_kv_events_options(*cmd, o->kv_events);
   cmd->add_option("--seed", o->seed, "built-in workload and output tokens")->capture_default_str();
-  cmd->callback([o, &exit_code] {
+  cmd->callback([o, eviction, &exit_code] {
+    o->eviction_given = eviction->count() > 0;
     try {
       exit_code = run(*o);
     } catch (const std::exception& error) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kvtier/core/checked_arithmetic.hpp"
 #include "kvtier/core/errors.hpp"
 
 namespace kvtier {
@@ -23,9 +24,18 @@ ActiveSequence::ActiveSequence(std::vector<TokenId> prompt, ActiveSequenceConfig
     throw ContractError("block_size must be at least 2, got " + std::to_string(config_.block_size));
   }
   if (!config_.enable_prefix_caching) config_.emit_token_ids = false;
+  // Every token count below is at most this sum: it must not wrap.
+  const auto total = checked_add(tokens_.size(), config_.max_output_tokens);
+  if (!total || *total > kMaxSequenceTokens) {
+    throw ContractError("a sequence of " + std::to_string(tokens_.size()) + " prompt and " +
+                        std::to_string(config_.max_output_tokens) + " output tokens is longer than the " +
+                        std::to_string(kMaxSequenceTokens) + " tokens a sequence may have");
+  }
   num_input_tokens_ = tokens_.size();
   const std::size_t full_blocks = tokens_.size() / config_.block_size;
-  blocks_.reserve(ceil_div(tokens_.size() + config_.max_output_tokens, config_.block_size));
+  // Room for the prompt and some output up front; a long output grows the vector as it comes.
+  constexpr std::size_t kReservedOutputTokens = 4096;
+  blocks_.reserve(ceil_div(tokens_.size() + std::min(config_.max_output_tokens, kReservedOutputTokens), config_.block_size));
   for (std::size_t i = 0; i < full_blocks; ++i) append_full_block(i);
   if (tokens_.size() % config_.block_size != 0) blocks_.push_back(UniqueBlock::partial(Uuid::random()));
 }

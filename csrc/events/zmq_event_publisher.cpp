@@ -5,6 +5,7 @@
 #include <array>
 #include <chrono>
 #include <cstring>
+#include <string>
 
 #include "kvtier/core/errors.hpp"
 #include "kvtier/events/vllm_event_encoding.hpp"
@@ -19,8 +20,23 @@ std::array<char, 8> big_endian(std::int64_t value) {
   return bytes;
 }
 
+/// A tcp endpoint's port must be a port: ZMQ itself reads "70000" as 70000 mod 65536.
+void check_tcp_port(const std::string& endpoint, const char* what) {
+  if (endpoint.rfind("tcp://", 0) != 0) return;  // ipc://, inproc://: no port
+  const std::size_t colon = endpoint.rfind(':');
+  const std::string port = colon == std::string::npos || colon < 6 ? "" : endpoint.substr(colon + 1);
+  if (port == "*") return;
+  const bool digits = !port.empty() && port.size() <= 5 &&
+                      port.find_first_not_of("0123456789") == std::string::npos;
+  if (!digits || std::stoul(port) > 65535) {
+    throw ConfigError(std::string("the ") + what + " endpoint '" + endpoint +
+                      "' needs a port in 0-65535 or * (tcp://HOST:PORT)");
+  }
+}
+
 /// Binds `socket`; the address bound, or ConfigError with ZMQ's reason.
 std::string bind_socket(void* socket, const std::string& endpoint, const char* what) {
+  check_tcp_port(endpoint, what);
   if (zmq_bind(socket, endpoint.c_str()) != 0) {
     throw ConfigError(std::string("cannot bind the ") + what + " socket to '" + endpoint + "': " + zmq_strerror(zmq_errno()));
   }

@@ -11,6 +11,7 @@
 
 #include "kvtier/kernels/kv_kernels.hpp"
 #include "kvtier/memory/cuda_check.hpp"
+#include "kvtier/memory/memory_budget.hpp"
 
 namespace kvtier::memory {
 namespace {
@@ -269,6 +270,12 @@ DeviceInfo CudaRuntime::device_info() const {
 DeviceBuffer CudaRuntime::allocate_device(std::size_t bytes) {
   if (bytes == 0) return {};
   DeviceScope scope(device_);
+  if (bytes >= kCheckedAllocationBytes) {
+    std::size_t free_bytes = 0;
+    std::size_t total_bytes = 0;
+    KVTIER_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    check_allocation_fits(bytes, free_bytes, "device", "free device memory");
+  }
   void* data = nullptr;
   KVTIER_CUDA_CHECK(cudaMalloc(&data, bytes));
   DeviceBuffer buffer(data, bytes, [](void* p) { report_release_failure(cudaFree(p), "cudaFree"); });
@@ -278,6 +285,7 @@ DeviceBuffer CudaRuntime::allocate_device(std::size_t bytes) {
 
 PinnedBuffer CudaRuntime::allocate_pinned(std::size_t bytes) {
   if (bytes == 0) return {};
+  check_host_allocation(bytes, "pinned");  // before the memset below touches every page
   DeviceScope scope(device_);
   void* data = nullptr;
   // Mapped so copy kernels can read it directly; portable across devices.

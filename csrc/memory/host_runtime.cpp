@@ -21,6 +21,7 @@
 
 #include "kvtier/core/errors.hpp"
 #include "kvtier/kernels/reference/write_kv.hpp"
+#include "kvtier/memory/memory_budget.hpp"
 
 namespace kvtier::memory {
 
@@ -300,7 +301,8 @@ DeviceInfo HostRuntime::device_info() const {
   return DeviceInfo{
       .name = "host memory (no GPU)",
       .total_bytes = static_cast<std::size_t>(sysconf(_SC_PHYS_PAGES)) * page,
-      .free_bytes = static_cast<std::size_t>(sysconf(_SC_AVPHYS_PAGES)) * page,
+      // What allocations are checked against (MemAvailable, the cgroup's room), not MemFree.
+      .free_bytes = available_host_memory().value_or(static_cast<std::size_t>(sysconf(_SC_AVPHYS_PAGES)) * page),
   };
 }
 
@@ -314,6 +316,7 @@ void* HostRuntime::allocate(std::size_t bytes, const char* what) {
   if (bytes > std::numeric_limits<std::size_t>::max() - kAlignment) {
     throw AllocationError(std::string(what) + " allocation of " + std::to_string(bytes) + " bytes is impossible");
   }
+  check_host_allocation(bytes, what);  // before the memset below touches every page
   const std::size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   void* data = std::aligned_alloc(kAlignment, rounded);
   if (data == nullptr) {

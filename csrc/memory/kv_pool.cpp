@@ -5,6 +5,7 @@
 
 #include "kvtier/core/errors.hpp"
 #include "kvtier/core/page_pattern.hpp"
+#include "kvtier/memory/memory_budget.hpp"
 
 namespace kvtier::memory {
 namespace {
@@ -35,6 +36,7 @@ KvPool::KvPool(Runtime& runtime, KvLayout layout, PoolMemory memory, std::size_t
     throw ConfigError("a pinned slab larger than one allocation must be page-major: " + layout_.describe());
   }
   if (layout_.page_bytes() > max_piece_bytes) throw ConfigError("one page is larger than a pinned allocation may be");
+  check_host_allocation(layout_.slab_bytes(), "pinned slab");  // the pieces together, before the first is zeroed
   pages_per_piece_ = static_cast<std::uint32_t>(std::min<std::size_t>(max_piece_bytes / layout_.page_bytes(), capacity()));
   for (std::uint32_t first = 0; first < capacity(); first += pages_per_piece_) {
     const std::uint32_t pages = std::min(pages_per_piece_, capacity() - first);

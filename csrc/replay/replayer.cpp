@@ -5,6 +5,7 @@
 #include <deque>
 #include <random>
 
+#include "kvtier/core/checked_arithmetic.hpp"
 #include "kvtier/core/errors.hpp"
 #include "kvtier/core/kv_event_sink.hpp"
 #include "kvtier/core/page_pattern.hpp"
@@ -50,14 +51,24 @@ class Replay {
       throw ConfigError("block size " + std::to_string(bs) + " must divide the trace's 512-token blocks");
     }
     if (config.max_running == 0) throw ConfigError("max-running must be at least 1");
-    if (config.token_budget == 0) throw ConfigError("token-budget must be at least 1");
+    if (config.token_budget == 0 || config.token_budget > kMaxSequenceTokens) {
+      throw ConfigError("token-budget must be in [1, " + std::to_string(kMaxSequenceTokens) + "]");
+    }
     if (config.verify == VerifyMode::Sample && config.sample_every == 0) throw ConfigError("sample_every must be >= 1");
     for (const TraceRequest& r : requests) {
+      // Lengths come from the trace or the command line: a sum that wraps would
+      // admit a request that never fits, preempted and recomputed forever.
       const std::size_t output = config.output_tokens.value_or(r.output_length);
-      const std::size_t blocks = (r.input_length + output + bs - 1) / bs + 1;
+      const auto tokens = checked_add(r.input_length, output);
+      if (!tokens || *tokens > kMaxSequenceTokens) {
+        throw ConfigError("a request of " + std::to_string(r.input_length) + " prompt and " + std::to_string(output) +
+                          " output tokens is longer than the " + std::to_string(kMaxSequenceTokens) +
+                          " tokens a request may have");
+      }
+      const std::size_t blocks = (*tokens + bs - 1) / bs + 1;
       if (blocks > config.manager.capacity) {
-        throw ConfigError("a request of " + std::to_string(r.input_length + output) + " tokens needs " +
-                          std::to_string(blocks) + " G1 pages; capacity is " + std::to_string(config.manager.capacity));
+        throw ConfigError("a request of " + std::to_string(*tokens) + " tokens needs " + std::to_string(blocks) +
+                          " G1 pages; capacity is " + std::to_string(config.manager.capacity));
       }
     }
     KvGeometry geometry = config.geometry;

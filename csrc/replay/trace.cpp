@@ -4,6 +4,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "kvtier/core/bounded_line.hpp"
 #include "kvtier/core/errors.hpp"
 
 namespace kvtier::replay {
@@ -16,6 +17,13 @@ TokenId synthetic_token(std::uint64_t id, std::size_t position) {
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
   return static_cast<TokenId>(x ^ (x >> 31));
+}
+
+/// The parser quotes what it read last: a huge literal must not flood the message.
+std::string shortened(std::string message) {
+  constexpr std::size_t kMaxQuoted = 240;
+  if (message.size() > kMaxQuoted) message = message.substr(0, kMaxQuoted) + "...";
+  return message;
 }
 
 [[noreturn]] void refuse(const std::string& source, std::size_t line, const std::string& what) {
@@ -36,10 +44,20 @@ std::vector<TraceRequest> read_trace(std::istream& in, const std::string& source
   std::string text;
   std::size_t line = 0;
   double last_timestamp = 0.0;
-  while (requests.size() < limit && std::getline(in, text)) {
+  while (requests.size() < limit) {
+    const LineRead read = read_bounded_line(in, text);
+    if (read == LineRead::End) break;
     ++line;
+    if (read == LineRead::TooLong) {
+      refuse(source, line, "longer than the " + std::to_string(kMaxLineBytes) + "-byte limit of a trace line");
+    }
     if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const auto object = nlohmann::json::parse(text, nullptr, false);
+    nlohmann::json object;
+    try {
+      object = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& error) {  // a syntax error, or a number no double holds
+      refuse(source, line, "invalid JSON: " + shortened(error.what()));
+    }
     if (!object.is_object()) refuse(source, line, "not a JSON object");
     TraceRequest request;
     if (!object.contains("timestamp") || !object["timestamp"].is_number()) refuse(source, line, "'timestamp' must be a number");

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <string>
 
+#include "kvtier/core/bounded_line.hpp"
 #include "kvtier/core/kv_event_json.hpp"
 #include "kvtier/memory/runtime_factory.hpp"
 #include "script_state.hpp"
@@ -100,8 +101,19 @@ int run_script(std::istream& in, std::ostream& out, std::ostream& err, const Scr
     err << "kvtier script: cannot write the output (closed, or the disk is full)\n";
     return false;
   };
-  while (std::getline(in, line)) {
+  for (;;) {
+    const LineRead read = read_bounded_line(in, line);
+    if (read == LineRead::End) break;
     ++number;
+    if (read == LineRead::TooLong) {
+      // Where such a line ends is unknown (it may never end): the script stops here.
+      out << format_answer(failure("line " + std::to_string(number) + ": longer than the " +
+                                   std::to_string(kMaxLineBytes) + "-byte limit of a script line"))
+          << '\n';
+      out.flush();
+      written();
+      return 2;
+    }
     auto result = runner.run_line(line, number);
     if (!result) continue;
     out << format_answer(*result) << '\n';

@@ -34,8 +34,15 @@ void require(bool ok, const std::string& what) {
 
 void bind_attention(nb::class_<PyManager>& c) {
   c.def("paged_attention",
-        [](PyManager& m, Floats query, Ints block_tables, Ints seq_lens, Floats out, std::uint32_t layer,
+        [](PyManager& m, Floats query, Ints block_tables, Ints seq_lens, nb::handle out_array, std::uint32_t layer,
            std::optional<float> scale, std::uintptr_t stream) {
+          // `out` is written in place: a converted copy (another dtype, strided, read-only) would
+          // take the result and leave the caller's array as it was.
+          Floats out;
+          if (!nb::try_cast(out_array, out, false)) {
+            throw nb::type_error(
+                "paged_attention: out must be a writable, C-contiguous float32 array (it is written in place)");
+          }
           const KvLayout& layout = m.session().pool().layout();
           const bool cuda = m.session().runtime().kind() == memory::RuntimeKind::Cuda;
           const int device = cuda ? nb::device::cuda::value : nb::device::cpu::value;

@@ -3,6 +3,8 @@
 // pairs or (hash, parent, position) triples.
 #include <nanobind/nanobind.h>
 
+#include <string>
+
 #include "kvtier/core/errors.hpp"
 #include "py_manager.hpp"
 
@@ -19,9 +21,20 @@ nb::handle uuid_class() {
 
 }  // namespace
 
+std::uint64_t unsigned_from_python(nb::handle value, const char* what) {
+  if (!nb::isinstance<nb::int_>(value) || nb::isinstance<nb::bool_>(value)) {
+    throw nb::type_error((std::string(what) + " must be an int, not " + nb::type_name(value.type()).c_str()).c_str());
+  }
+  std::uint64_t out = 0;
+  if (!nb::try_cast(value, out, false)) {
+    throw nb::value_error((std::string(what) + " must be in [0, 2**64), not " + nb::repr(value).c_str()).c_str());
+  }
+  return out;
+}
+
 UniqueBlock block_from_python(nb::handle value) {
   if (nb::isinstance<nb::int_>(value) && !nb::isinstance<nb::bool_>(value)) {
-    return UniqueBlock::full(SequenceHash(nb::cast<std::uint64_t>(value)));
+    return UniqueBlock::full(SequenceHash(unsigned_from_python(value, "a block hash")));
   }
   if (nb::isinstance(value, uuid_class())) {
     const nb::object number = value.attr("int");
@@ -53,16 +66,21 @@ nb::list blocks_to_python(std::span<const UniqueBlock> blocks) {
 }
 
 PositionalLineageHash plh_from_python(nb::handle value) {
-  if (nb::isinstance<nb::int_>(value)) return PositionalLineageHash(SequenceHash(nb::cast<std::uint64_t>(value)), std::nullopt, 0);
+  if (nb::isinstance<nb::int_>(value) && !nb::isinstance<nb::bool_>(value)) {
+    return PositionalLineageHash(SequenceHash(unsigned_from_python(value, "a PLH hash")), std::nullopt, 0);
+  }
   if (nb::isinstance<nb::tuple>(value)) {
     const auto items = nb::borrow<nb::tuple>(value);
     if (items.size() == 2) {
-      return PositionalLineageHash::from_raw(nb::cast<std::uint64_t>(items[0]), nb::cast<std::uint64_t>(items[1]));
+      return PositionalLineageHash::from_raw(unsigned_from_python(items[0], "a PLH's high word"),
+                                             unsigned_from_python(items[1], "a PLH's low word"));
     }
     if (items.size() == 3) {
       const std::optional<SequenceHash> parent =
-          items[1].is_none() ? std::nullopt : std::optional<SequenceHash>(SequenceHash(nb::cast<std::uint64_t>(items[1])));
-      return PositionalLineageHash(SequenceHash(nb::cast<std::uint64_t>(items[0])), parent, nb::cast<std::uint64_t>(items[2]));
+          items[1].is_none() ? std::nullopt
+                             : std::optional<SequenceHash>(SequenceHash(unsigned_from_python(items[1], "a PLH's parent")));
+      return PositionalLineageHash(SequenceHash(unsigned_from_python(items[0], "a PLH's hash")), parent,
+                                   unsigned_from_python(items[2], "a PLH's position"));
     }
   }
   throw nb::type_error("a PLH is an int hash, a (high, low) pair as Request.plhs gives, or (hash, parent, position)");

@@ -31,7 +31,8 @@ int device_id(const memory::Runtime& runtime) {
 
 }  // namespace
 
-Tensor kv_view(memory::KvPool& pool, std::uint32_t layer, KvPart part, bool as_bytes, nb::handle owner) {
+Tensor kv_view(const std::shared_ptr<PageMemory>& memory, std::uint32_t layer, KvPart part, bool as_bytes) {
+  memory::KvPool& pool = *memory->pool;
   const KvLayout& layout = pool.layout();
   const KvGeometry& g = layout.geometry();
   if (layer >= g.layers) {
@@ -48,6 +49,9 @@ Tensor kv_view(memory::KvPool& pool, std::uint32_t layer, KvPart part, bool as_b
                                    static_cast<std::int64_t>(row), 1};
   std::byte* data = pool.slab() + layout.offset(0, layer, part, 0, 0);
   const memory::Runtime& runtime = pool.runtime();
+  // The capsule shares the pages: they live as long as the longest-lived of the manager and its views.
+  nb::capsule owner(new std::shared_ptr<PageMemory>(memory),
+                    [](void* p) noexcept { delete static_cast<std::shared_ptr<PageMemory>*>(p); });
   return Tensor(data, 4, shape, owner, strides, as_bytes ? nb::dtype<std::uint8_t>() : element_type(g.dtype),
                 device_type(runtime), device_id(runtime));
 }

@@ -24,21 +24,51 @@ using namespace nb::literals;
 
 namespace kvtier::python {
 
+ManagerSession& PyManager::session() {
+  if (!session_) throw ContractError("the manager is closed");
+  return *session_;
+}
+
+void PyManager::close() {
+  std::vector<nb::callable> callbacks = std::move(callbacks_);  // dropped after the session: they may hold views
+  callbacks_.clear();
+  if (!session_) return;
+  // Copies in flight end before the engine and the pages they touch go.
+  if (session_->engine() != nullptr) session_->manager().collect_offloads(true);
+  session_.reset();
+}
+
+int PyManager::traverse(PyObject* self, visitproc visit, void* arg) {
+  Py_VISIT(Py_TYPE(self));
+  if (!nb::inst_ready(self)) return 0;  // called before __init__ finished
+  for (const nb::callable& callback : nb::inst_ptr<PyManager>(self)->callbacks_) Py_VISIT(callback.ptr());
+  return 0;
+}
+
+int PyManager::clear(PyObject* self) {
+  PyManager* m = nb::inst_ptr<PyManager>(self);
+  const std::vector<nb::callable> dropped = std::move(m->callbacks_);  // released after the member is empty
+  m->callbacks_.clear();
+  return 0;
+}
+
 void PyManager::add_callback(nb::callable callback) {
+  ManagerSession& s = session();
   callbacks_.push_back(std::move(callback));
-  session_->events().keep_fresh(true);
+  s.events().keep_fresh(true);
 }
 
 bool PyManager::remove_callback(const nb::handle& callback) {
+  ManagerSession& s = session();
   const auto it = std::find_if(callbacks_.begin(), callbacks_.end(), [&](const nb::callable& c) { return c.is(callback); });
   if (it == callbacks_.end()) return false;
   callbacks_.erase(it);
-  if (callbacks_.empty()) session_->events().keep_fresh(false);
+  if (callbacks_.empty()) s.events().keep_fresh(false);
   return true;
 }
 
 void PyManager::deliver() {
-  if (callbacks_.empty()) return;
+  if (callbacks_.empty() || !session_) return;
   const std::vector<KvEvent> fresh = session_->events().take_fresh();
   std::optional<nb::python_error> first;
   const std::vector<nb::callable> callbacks = callbacks_;  // a callback may remove itself
@@ -57,7 +87,7 @@ void PyManager::deliver() {
 
 nb::list PyManager::take_events() {
   nb::list out;
-  for (const KvEvent& event : session_->events().take()) out.append(event_to_python(event));
+  for (const KvEvent& event : session().events().take()) out.append(event_to_python(event));
   return out;
 }
 
@@ -71,7 +101,10 @@ RequestState& checked(PyManager& m, RequestState& request) {
 /// The owner a call means: a Request's, or an int owner of the MoveBlock level.
 g1::OwnerId owner_of(PyManager& m, nb::handle value) {
   if (nb::isinstance<RequestState>(value)) return checked(m, nb::cast<RequestState&>(value)).owner;
-  return g1::OwnerId(nb::cast<std::uint64_t>(value));
+  if (!nb::isinstance<nb::int_>(value) || nb::isinstance<nb::bool_>(value)) {
+    throw nb::type_error("an owner is a kvtier.Request or an int owner id");
+  }
+  return g1::OwnerId(unsigned_from_python(value, "an owner id"));
 }
 
 g1::OwnerId existing_owner(PyManager& m, nb::handle value) {
@@ -165,8 +198,10 @@ void bind_request_calls(nb::class_<PyManager>& c) {
                throw ContractError("finalize: computed tokens must stay within [" + std::to_string(r.computed_tokens) +
                                    ", " + std::to_string(r.sequence.num_allocated_tokens()) + "] (computed so far, allocated)");
              }
-             m.call([&] { m.session().driver().finalize(r.owner, r.sequence, r.computed_tokens, computed_tokens); });
-             r.computed_tokens = computed_tokens;
+             m.call([&] {
+               m.session().driver().finalize(r.owner, r.sequence, r.computed_tokens, computed_tokens);
+               r.computed_tokens = computed_tokens;
+             });
            },
            "request"_a, "computed_tokens"_a,
            "The request's first `computed_tokens` tokens now hold K/V: the native backend makes their full blocks "
@@ -175,14 +210,16 @@ void bind_request_calls(nb::class_<PyManager>& c) {
            [](PyManager& m, RequestState& r, std::optional<TokenId> token) {
              checked(m, r);
              if (r.finished) throw ContractError("the request has finished");
-             const DecodeStepResult step = m.call([&] { return DecodeStepResult::from(m.session().driver().decode(r.owner, r.sequence, token)); });
-             if (step.finished) {
-               r.finished = true;
-               r.computed_tokens = 0;
-             } else if (step.acquire.result == "ready") {
-               r.computed_tokens = r.sequence.len();
-             }
-             return step;
+             return m.call([&] {
+               const DecodeStepResult step = DecodeStepResult::from(m.session().driver().decode(r.owner, r.sequence, token));
+               if (step.finished) {
+                 r.finished = true;
+                 r.computed_tokens = 0;
+               } else if (step.acquire.result == "ready") {
+                 r.computed_tokens = r.sequence.len();
+               }
+               return step;
+             });
            },
            "request"_a, "token"_a = nb::none(),
            "Appends one output token (`token`, else the next planned one, else a random id) and applies its signals. "
@@ -191,17 +228,21 @@ void bind_request_calls(nb::class_<PyManager>& c) {
       .def("finish",
            [](PyManager& m, RequestState& r) {
              checked(m, r);
-             m.call([&] { m.session().driver().release(r.owner, r.sequence); });
-             r.finished = true;
-             r.computed_tokens = 0;
+             m.call([&] {
+               m.session().driver().release(r.owner, r.sequence);
+               r.finished = true;
+               r.computed_tokens = 0;
+             });
            },
            "Releases the request's blocks (leaf first); it cannot be allocated again.")
       .def("preempt",
            [](PyManager& m, RequestState& r) {
              checked(m, r);
              if (r.finished) throw ContractError("the request has finished");
-             m.call([&] { m.session().driver().release(r.owner, r.sequence); });
-             r.computed_tokens = 0;
+             m.call([&] {
+               m.session().driver().release(r.owner, r.sequence);
+               r.computed_tokens = 0;
+             });
            },
            "Releases the request's blocks and keeps its tokens: allocate it again to resume (recomputing).");
 }
@@ -211,6 +252,12 @@ void bind_pages(nb::class_<PyManager>& c) {
         "owner"_a, "The physical page ids of a request's (or an owner's) blocks, in order: a 1-D int32 numpy array (a copy).")
       .def("block_tables",
            [](PyManager& m, std::vector<nb::handle> owners, std::optional<std::uint32_t> max_blocks) {
+             // A table holds distinct pages: one wider than the pool is padding only.
+             if (max_blocks && *max_blocks > m.manager().max_capacity()) {
+               throw nb::value_error(("max_blocks " + std::to_string(*max_blocks) + " is more than the pool's " +
+                                      std::to_string(m.manager().max_capacity()) + " pages: no table can be that long")
+                                         .c_str());
+             }
              std::vector<std::span<const PageId>> tables;
              std::size_t longest = 0;
              for (nb::handle owner : owners) {
@@ -224,15 +271,15 @@ void bind_pages(nb::class_<PyManager>& c) {
            "The padded [len(owners), max_blocks] int32 block tables (-1 padding) in the runtime's device memory, as a "
            "DLPack tensor a paged-attention kernel reads (torch.from_dlpack on CUDA, numpy on the host runtime).")
       .def("kv_cache",
-           [](nb::handle self, std::uint32_t layer, bool as_bytes) {
-             PyManager& m = nb::cast<PyManager&>(self);
-             return std::make_pair(kv_view(m.session().pool(), layer, KvPart::Key, as_bytes, self),
-                                   kv_view(m.session().pool(), layer, KvPart::Value, as_bytes, self));
+           [](PyManager& m, std::uint32_t layer, bool as_bytes) {
+             const auto memory = m.session().page_memory();
+             return std::make_pair(kv_view(memory, layer, KvPart::Key, as_bytes),
+                                   kv_view(memory, layer, KvPart::Value, as_bytes));
            },
            "layer"_a, "as_bytes"_a = false,
            "(K, V) of one layer over the real G1 slab, no copy: shape [pages, block_size, kv_heads, head_dim], "
            "strides from the page layout, the layout's dtype (fp8 as uint8); as_bytes=True gives uint8 with the last "
-           "dimension in bytes. The views keep the manager alive.")
+           "dimension in bytes. The views keep the pages alive, also after close().")
       .def("write_pattern",
            [](PyManager& m, nb::handle owner) {
              const g1::OwnerId id = existing_owner(m, owner);
@@ -283,7 +330,10 @@ void bind_events(nb::class_<PyManager>& c) {
 
 void bind_manager(nb::module_& module) {
   bind_request(module);
-  nb::class_<PyManager> c(module, "Manager",
+  static PyType_Slot slots[] = {{Py_tp_traverse, reinterpret_cast<void*>(&PyManager::traverse)},
+                                {Py_tp_clear, reinterpret_cast<void*>(&PyManager::clear)},
+                                {0, nullptr}};
+  nb::class_<PyManager> c(module, "Manager", nb::type_slots(slots),
                           "A G1 manager over real pages: the native (vLLM-style) or KVBM backend, a pool of pages "
                           "in device memory (host memory on the host runtime) and an optional G2 host tier.");
   c.def("__init__",
@@ -295,6 +345,11 @@ void bind_manager(nb::module_& module) {
           std::vector<std::shared_ptr<KvEventSink>> sinks;
           for (nb::handle publisher : publishers) {
 #if KVTIER_WITH_ZMQ
+            if (!nb::isinstance<events::ZmqEventPublisher>(publisher)) {
+              throw nb::type_error(("publishers must be kvtier.ZmqEventPublisher objects, not " +
+                                    std::string(nb::type_name(publisher.type()).c_str()))
+                                       .c_str());
+            }
             auto sink = nb::cast<std::shared_ptr<events::ZmqEventPublisher>>(publisher);
             sink->set_block_size(block_size);
             sinks.push_back(std::move(sink));
@@ -342,7 +397,14 @@ void bind_manager(nb::module_& module) {
       .def_prop_ro("head_dim", [](PyManager& m) { return m.session().pool().layout().geometry().head_dim; })
       .def_prop_ro("page_bytes", [](PyManager& m) { return m.session().pool().layout().page_bytes(); })
       .def("metrics", &metrics, "Block counts (the spec's §1.4), the G2 tier's counters, metadata bytes, dropped events.")
-      .def("audit", [](PyManager& m) { m.manager().audit(); }, "Checks the backend's invariants (InvariantError if broken).");
+      .def("audit", [](PyManager& m) { m.manager().audit(); }, "Checks the backend's invariants (InvariantError if broken).")
+      .def("close", &PyManager::close,
+           "Waits for the copies in flight, then frees the manager, its G2 tier and its callbacks; the G1 pages live "
+           "on while a view of them does. Every later call raises ContractError. Idempotent.")
+      .def_prop_ro("closed", &PyManager::closed)
+      .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
+      .def("__exit__", [](PyManager& m, nb::handle, nb::handle, nb::handle) { m.close(); }, nb::arg().none(),
+           nb::arg().none(), nb::arg().none());
   bind_request_calls(c);
   bind_pages(c);
   bind_events(c);

@@ -75,17 +75,27 @@ ManagerSession::ManagerSession(const ManagerOptions& options, std::vector<std::s
   std::vector<std::shared_ptr<KvEventSink>> sinks{events_};
   sinks.insert(sinks.end(), extra_sinks.begin(), extra_sinks.end());
   auto manager = std::make_unique<g1::G1Manager>(config, std::move(sinks));
-  runtime_ = memory::make_runtime(memory::parse_runtime_choice(options.device));
-  pool_ = std::make_unique<memory::KvPool>(*runtime_, layout);
+  memory_ = std::make_shared<PageMemory>(memory::make_runtime(memory::parse_runtime_choice(options.device)), layout);
   if (options.host_blocks != 0) {
     engine_ = std::make_shared<offload::OffloadEngine>(
-        *runtime_, *pool_,
+        runtime(), pool(),
         offload::OffloadConfig{.host_blocks = options.host_blocks,
                                .batch_blocks = options.offload_batch.value_or(offload::OffloadConfig{}.batch_blocks),
                                .verify_swaps = options.verify_swaps});
     manager->attach_offload_engine(engine_);
   }
   manager_ = std::move(manager);
+}
+
+PageMemory::PageMemory(std::unique_ptr<memory::Runtime> r, const KvLayout& layout)
+    : runtime(std::move(r)), pool(std::make_unique<memory::KvPool>(*runtime, layout)) {}
+
+PageMemory::~PageMemory() { pool.reset(); }  // before the runtime its slab and stream came from
+
+void ManagerSession::check_caller_owner(std::uint64_t owner) {
+  if (owner >= kFirstRequestOwner) {
+    throw ContractError("owner " + std::to_string(owner) + " is a request's: MoveBlock-level owners are below 2^63");
+  }
 }
 
 RequestState ManagerSession::new_request(std::vector<TokenId> prompt, std::size_t max_output_tokens,
@@ -99,11 +109,15 @@ RequestState ManagerSession::new_request(std::vector<TokenId> prompt, std::size_
                                                .planned_output = std::move(planned_output),
                                                .seed = options_.seed ^ (next_request_seed_ * 0x9E3779B97F4A7C15ULL)});
   ++next_request_seed_;
-  return RequestState{.manager_id = id_, .owner = g1::OwnerId(next_request_owner_--), .sequence = std::move(sequence)};
+  return RequestState{.manager_id = id_, .owner = g1::OwnerId(next_request_owner_++), .sequence = std::move(sequence)};
 }
 
 void ManagerSession::check_request(const RequestState& request) const {
   if (request.manager_id != id_) throw ContractError("the request belongs to another manager");
+}
+
+void ManagerSession::check_handle(std::uint64_t manager_id, const char* what) const {
+  if (manager_id != id_) throw ContractError(std::string(what) + " belong to another manager");
 }
 
 std::uint64_t ManagerSession::pattern_identity(const UniqueBlock& block) noexcept {

@@ -64,6 +64,18 @@ class PendingEventSink final : public KvEventSink {
   std::uint64_t dropped_ = 0;
 };
 
+/// The runtime and the G1 pool of real pages, shared by the session and every
+/// DLPack view of them: a view stays valid after its Manager was closed or
+/// collected. The pool is destroyed before the runtime it came from.
+struct PageMemory {
+  std::unique_ptr<memory::Runtime> runtime;
+  std::unique_ptr<memory::KvPool> pool;
+  PageMemory(std::unique_ptr<memory::Runtime> r, const KvLayout& layout);
+  PageMemory(const PageMemory&) = delete;
+  PageMemory& operator=(const PageMemory&) = delete;
+  ~PageMemory();
+};
+
 /// A request the Python scheduler drives: its owner id and block sequence.
 struct RequestState {
   std::uint64_t manager_id = 0;
@@ -84,19 +96,29 @@ class ManagerSession {
   const ManagerOptions& options() const noexcept { return options_; }
   g1::G1Manager& manager() noexcept { return *manager_; }
   const g1::G1Manager& manager() const noexcept { return *manager_; }
-  memory::Runtime& runtime() noexcept { return *runtime_; }
-  memory::KvPool& pool() noexcept { return *pool_; }
-  const memory::KvPool& pool() const noexcept { return *pool_; }
+  memory::Runtime& runtime() noexcept { return *memory_->runtime; }
+  memory::KvPool& pool() noexcept { return *memory_->pool; }
+  const memory::KvPool& pool() const noexcept { return *memory_->pool; }
+  /// What a view of the pages holds on to.
+  std::shared_ptr<PageMemory> page_memory() const noexcept { return memory_; }
   offload::OffloadEngine* engine() noexcept { return engine_.get(); }
   PendingEventSink& events() noexcept { return *events_; }
   driver::RequestDriver driver() noexcept { return driver::RequestDriver(*manager_); }
 
+  /// Owner ids from here up belong to requests; MoveBlock-level callers use those below.
+  static constexpr std::uint64_t kFirstRequestOwner = std::uint64_t{1} << 63;
+  /// ContractError for an owner id a MoveBlock-level caller may not use (a request's).
+  static void check_caller_owner(std::uint64_t owner);
+
   /// A request over `prompt`, with an owner id no MoveBlock-level caller uses
-  /// (request owners count down from 2^63).
+  /// (request owners count up from 2^63).
   RequestState new_request(std::vector<TokenId> prompt, std::size_t max_output_tokens, bool emit_token_ids,
                            std::vector<TokenId> planned_output);
   /// ContractError unless the request was made by this manager.
   void check_request(const RequestState& request) const;
+  /// ContractError unless a handle (`what`: "the prefix pins", ...) made by
+  /// manager `manager_id` is this manager's.
+  void check_handle(std::uint64_t manager_id, const char* what) const;
 
   /// The page pattern identity of a block: its sequence hash when full, a mix
   /// of its UUID when partial (what write_pattern writes and verify checks).
@@ -107,12 +129,11 @@ class ManagerSession {
  private:
   std::uint64_t id_;
   ManagerOptions options_;
-  std::unique_ptr<memory::Runtime> runtime_;
-  std::unique_ptr<memory::KvPool> pool_;
-  std::shared_ptr<offload::OffloadEngine> engine_;  // reads and writes pool_'s pages: declared after it
+  std::shared_ptr<PageMemory> memory_;
+  std::shared_ptr<offload::OffloadEngine> engine_;  // reads and writes memory_'s pages: declared after it
   std::shared_ptr<PendingEventSink> events_;
   std::unique_ptr<g1::G1Manager> manager_;
-  std::uint64_t next_request_owner_ = std::uint64_t{1} << 63;
+  std::uint64_t next_request_owner_ = kFirstRequestOwner;
   std::uint64_t next_request_seed_ = 0;
 };
 

@@ -6,6 +6,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "kvtier/core/errors.hpp"
+#include "kvtier/g1/offload_tier.hpp"
 #include "py_manager.hpp"
 #include "py_results.hpp"
 
@@ -15,10 +16,38 @@ using namespace nb::literals;
 namespace kvtier::python {
 namespace {
 
-std::optional<g1::G1PrefixPins> take_pins(std::optional<PrefixPinsHandle*> handle) {
+/// ContractError unless `handle` is this manager's and not spent yet.
+void check_pins(PyManager& m, const PrefixPinsHandle& handle) {
+  m.session().check_handle(handle.manager_id, "the prefix pins");
+  if (!handle.pins) throw ContractError("the prefix pins were already released or used");
+}
+
+std::optional<g1::G1PrefixPins> take_pins(PyManager& m, std::optional<PrefixPinsHandle*> handle) {
   if (!handle || *handle == nullptr) return std::nullopt;
-  if (!(*handle)->pins) throw ContractError("the prefix pins were already released or used");
+  check_pins(m, **handle);
   return std::exchange((*handle)->pins, std::nullopt);
+}
+
+/// The G2 keys a call means. A kvtier.Request: its full blocks' keys on either
+/// backend. Otherwise a list: on KVBM of PLHs; on native, whose tier keys are
+/// sequence hashes, ints are block hashes and tuples raw (high, low) keys.
+std::vector<PositionalLineageHash> tier_keys(PyManager& m, nb::handle keys) {
+  const bool kvbm = m.manager().backend() == g1::G1Backend::Kvbm;
+  std::vector<PositionalLineageHash> out;
+  if (nb::isinstance<RequestState>(keys)) {
+    const RequestState& r = nb::cast<RequestState&>(keys);
+    m.session().check_request(r);
+    for (std::size_t i = 0; i < r.sequence.full_block_count(); ++i) {
+      out.push_back(kvbm ? r.sequence.plh(i) : g1::native_tier_key(r.sequence.blocks()[i].hash()));
+    }
+    return out;
+  }
+  if (kvbm) return plhs_from_python(keys);
+  for (nb::handle key : keys) {
+    const bool hash = nb::isinstance<nb::int_>(key) && !nb::isinstance<nb::bool_>(key);
+    out.push_back(hash ? g1::native_tier_key(SequenceHash(unsigned_from_python(key, "a block hash"))) : plh_from_python(key));
+  }
+  return out;
 }
 
 }  // namespace
@@ -43,24 +72,33 @@ void bind_offload_calls(nb::class_<PyManager>& c) {
       .def("earliest_offload_deadline", [](PyManager& m) { return m.manager().earliest_offload_deadline(); })
       .def("pin_prefix",
            [](PyManager& m, nb::handle plhs) -> std::optional<PrefixPinsHandle> {
-             const auto list = plhs_from_python(plhs);
-             auto pins = m.call([&] { return m.manager().try_pin_g1_prefix(list); });
+             const auto list = tier_keys(m, plhs);
+             auto pins = m.call_or_give_back([&] { return m.manager().try_pin_g1_prefix(list); },
+                                             [&](auto& held) {
+                                               if (held) m.manager().release_g1_prefix_pins(std::move(*held));
+                                             });
              if (!pins) return std::nullopt;
-             return PrefixPinsHandle{pins};
+             return PrefixPinsHandle{m.session().id(), std::move(pins)};
            },
-           "plhs"_a, "Pins every listed block registered in G1, or none (None).")
+           "plhs"_a,
+           "Pins every listed block registered in G1, or none (None). `plhs`: a Request (its full blocks), or its "
+           "keys: PLHs on KVBM, block hashes (ints) on native.")
       .def("release_prefix_pins",
            [](PyManager& m, PrefixPinsHandle& pins) {
-             auto held = take_pins(&pins);
+             auto held = take_pins(m, &pins);
              m.call([&] { m.manager().release_g1_prefix_pins(std::move(*held)); });
            },
            "pins"_a)
       .def("swap_in",
            [](PyManager& m, nb::handle plhs, std::optional<PrefixPinsHandle*> pins, double now_ms) {
-             const auto list = plhs_from_python(plhs);
-             // Checked before the call consumes them: a spent handle changes nothing.
-             if (pins && *pins != nullptr && !(*pins)->pins) throw ContractError("the prefix pins were already released or used");
-             const g1::SwapInStart start = m.call([&] { return m.manager().try_batch_swap_in(list, take_pins(pins), now_ms); });
+             const auto list = tier_keys(m, plhs);
+             // Checked before the call consumes them: a spent or foreign handle changes nothing.
+             if (pins && *pins != nullptr) check_pins(m, **pins);
+             const g1::SwapInStart start = m.call_or_give_back(
+                 [&] { return m.manager().try_batch_swap_in(list, take_pins(m, pins), now_ms); },
+                 [&](const g1::SwapInStart& started) {
+                   if (started.status == g1::SwapInStatus::Scheduled) m.manager().cancel_swap_in(started.swap_in_id);
+                 });
              nb::dict out;
              switch (start.status) {
                case g1::SwapInStatus::NoHits: out["status"] = "no_hits"; break;
@@ -77,7 +115,8 @@ void bind_offload_calls(nb::class_<PyManager>& c) {
              return out;
            },
            "plhs"_a, "pins"_a = nb::none(), "now_ms"_a = 0.0,
-           "Starts copying the G2-resident prefix of `plhs` into fresh G1 pages (the pins, if given, are consumed).")
+           "Starts copying the G2-resident prefix of `plhs` (a Request, or keys as pin_prefix takes) into fresh G1 "
+           "pages (the pins, if given, are consumed).")
       .def("register_swap_in",
            [](PyManager& m, std::uint64_t swap_in_id) {
              const g1::SwapInRegistration r = m.call([&] { return m.manager().register_completed_swap_in(swap_in_id); });

@@ -19,8 +19,13 @@ class PyManager {
   PyManager(const ManagerOptions& options, std::vector<std::shared_ptr<KvEventSink>> extra_sinks)
       : session_(std::make_unique<ManagerSession>(options, std::move(extra_sinks))) {}
 
-  ManagerSession& session() noexcept { return *session_; }
-  g1::G1Manager& manager() noexcept { return session_->manager(); }
+  /// ContractError once the manager was closed.
+  ManagerSession& session();
+  g1::G1Manager& manager() { return session().manager(); }
+  bool closed() const noexcept { return session_ == nullptr; }
+  /// Waits for the copies in flight, then frees the manager, its G2 tier and
+  /// its callbacks; the pages live on while a view of them does. Idempotent.
+  void close();
 
   void add_callback(nanobind::callable callback);
   /// false when `callback` was not registered.
@@ -29,7 +34,8 @@ class PyManager {
   /// order; the first exception a callback raised is re-raised once all were
   /// called (the call that made the events has already happened).
   void deliver();
-  /// Runs `f` (a manager call), then delivers its events.
+  /// Runs `f` (a manager call, with the Python-side bookkeeping that goes with
+  /// it, so a raising callback never skips it), then delivers its events.
   template <class F>
   auto call(F&& f) {
     if constexpr (std::is_void_v<decltype(f())>) {
@@ -41,14 +47,35 @@ class PyManager {
       return result;
     }
   }
+  /// call() for a call that hands out something held (pins, a reservation, a
+  /// swap-in): when a callback raises, `give_back(result)` releases it first,
+  /// so nothing stays held that the caller never received.
+  template <class F, class G>
+  auto call_or_give_back(F&& f, G&& give_back) {
+    auto result = f();
+    try {
+      deliver();
+    } catch (...) {
+      give_back(result);
+      throw;
+    }
+    return result;
+  }
   /// Drains the queue `take_events()` and `events()` read.
   nanobind::list take_events();
+
+  /// The cyclic garbage collector's view of the callbacks (nanobind type slots).
+  static int traverse(PyObject* self, visitproc visit, void* arg);
+  static int clear(PyObject* self);
 
  private:
   std::unique_ptr<ManagerSession> session_;
   std::vector<nanobind::callable> callbacks_;
 };
 
+/// An int in [0, 2^64): TypeError for another type, ValueError out of range
+/// (`what` names the value in the message).
+std::uint64_t unsigned_from_python(nanobind::handle value, const char* what);
 /// int -> a full block (its sequence hash); uuid.UUID -> a partial block.
 UniqueBlock block_from_python(nanobind::handle value);
 nanobind::object block_to_python(const UniqueBlock& block);

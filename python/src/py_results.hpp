@@ -30,15 +30,19 @@ struct DecodeStepResult {
   static DecodeStepResult from(const driver::DecodeStep& step);
 };
 
-/// A decode reservation or a destination reservation, consumed by the call that uses it.
+/// A decode reservation, a destination reservation or prefix pins, consumed by
+/// the call that uses it, and only by the manager that made it (`manager_id`).
 struct DecodeReservationHandle {
+  std::uint64_t manager_id = 0;
   std::optional<g1::DecodeReservation> reservation;
 };
 struct DestinationReservationHandle {
+  std::uint64_t manager_id = 0;
   std::optional<g1::DestinationReservation> reservation;
   nanobind::object request;  // the kvtier.Request it reserves for: activation allocates its prompt
 };
 struct PrefixPinsHandle {
+  std::uint64_t manager_id = 0;
   std::optional<g1::G1PrefixPins> pins;
 };
 

@@ -1,5 +1,7 @@
 #include "python_errors.hpp"
 
+#include <typeinfo>
+
 #include "kvtier/core/errors.hpp"
 
 namespace nb = nanobind;
@@ -42,6 +44,9 @@ void translate(const std::exception_ptr& error, void*) {
     PyErr_SetString(error_type, e.what());
   } catch (const InvariantError& e) {
     PyErr_SetString(invariant_error_type, e.what());
+  } catch (const std::bad_cast&) {
+    // nanobind's cast_error: a value of the wrong type where a binding casts by hand.
+    PyErr_SetString(PyExc_TypeError, "kvtier: an argument has the wrong type");
   }
   // Anything else propagates to nanobind's own translators.
 }

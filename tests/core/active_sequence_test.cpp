@@ -218,5 +218,14 @@ TEST(ActiveSequence, RejectsBlockSizeBelowTwo) {
   EXPECT_THROW(ActiveSequence(token_range(0, 4), config(0)), ContractError);
 }
 
+TEST(ActiveSequence, AnOutputLengthPastTheTokenLimitIsRefusedNotReservedOrWrapped) {
+  // Regression (issue 23): 2^64 - 1 wrapped the footprint; 2^63 reserved beyond memory.
+  for (const std::size_t output : {SIZE_MAX, SIZE_MAX - 2, std::size_t{1} << 63, kMaxSequenceTokens}) {
+    EXPECT_THROW(ActiveSequence(token_range(0, 4), config(4, output)), ContractError) << output;
+  }
+  const ActiveSequence longest(token_range(0, 4), config(4, kMaxSequenceTokens - 4));
+  EXPECT_EQ(longest.to_completion_blocks(), kMaxSequenceTokens / 4);
+}
+
 }  // namespace
 }  // namespace kvtier

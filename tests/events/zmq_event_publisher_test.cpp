@@ -239,6 +239,12 @@ TEST(ZmqEventPublisher, BadEndpointsAndSettingsAreClearErrors) {
             std::string::npos);
   EXPECT_FALSE(refused(ZmqPublisherConfig{.endpoint = ""}).empty());
   EXPECT_FALSE(refused(ZmqPublisherConfig{.endpoint = "tcp://127.0.0.1:*", .buffer_steps = 0}).empty());
+  for (const char* endpoint : {"tcp://127.0.0.1:70000", "tcp://127.0.0.1:65536", "tcp://127.0.0.1:", "tcp://127.0.0.1:x",
+                               "tcp://127.0.0.1"}) {
+    // Regression (issue 23): ZMQ bound port 70000 as 4464.
+    EXPECT_NE(refused(ZmqPublisherConfig{.endpoint = endpoint}).find("needs a port in 0-65535"), std::string::npos)
+        << endpoint;
+  }
   ZmqEventPublisher taken(loopback());
   EXPECT_NE(refused(ZmqPublisherConfig{.endpoint = taken.endpoint()}).find("cannot bind"), std::string::npos);
 }

@@ -17,6 +17,8 @@ import pytest
 import zmq
 
 KVTIER = os.environ.get("KVTIER_BIN", "build/release/kvtier")
+# Every test here runs the CLI; without it they skip (a failed one left ZMQ sockets that kept the interpreter from exiting).
+pytestmark = pytest.mark.skipif(not os.access(KVTIER, os.X_OK), reason=f"no kvtier CLI at {KVTIER} (set KVTIER_BIN)")
 SCRIPTS = os.path.join(os.path.dirname(__file__), "..", "scripts")
 MEDIUM = {"device": "GPU", "host_pinned": "CPU"}
 

@@ -117,6 +117,21 @@ TEST(Replayer, ImpossibleConfigurationsAreRefused) {
   config = small(64);
   config.max_running = 0;
   EXPECT_THROW(replay(runtime, config, {}), ConfigError);
+  config = small(64);
+  config.token_budget = SIZE_MAX;
+  EXPECT_THROW(replay(runtime, config, {}), ConfigError);
+}
+
+TEST(Replayer, OutputLengthsWhoseSumWrapsAreRefusedNotReplayedForever) {
+  // Regression (issue 23): input + output wrapped, so the fit check admitted a
+  // request that was then preempted and recomputed forever.
+  memory::HostRuntime runtime;
+  for (const std::size_t output : {SIZE_MAX, SIZE_MAX - 511, std::size_t{1} << 63}) {
+    ReplayConfig config = small(64);
+    EXPECT_THROW(replay(runtime, config, {request(0, {1}, output)}), ConfigError) << output;
+    config.output_tokens = output;
+    EXPECT_THROW(replay(runtime, config, {request(0, {1})}), ConfigError) << output;
+  }
 }
 
 /// A plain LRU cache of blocks, one request at a time, prefix hits only: the

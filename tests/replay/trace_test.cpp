@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "kvtier/core/active_sequence.hpp"
+#include "kvtier/core/bounded_line.hpp"
 #include "kvtier/core/errors.hpp"
 #include "kvtier/replay/trace.hpp"
 
@@ -62,6 +63,31 @@ TEST(Trace, MalformedLinesAreRefusedWithTheirLineNumber) {
     }
   }
   EXPECT_THROW(read_trace_file("/nonexistent/trace.jsonl"), ConfigError);
+}
+
+TEST(Trace, AJsonSyntaxErrorSaysWhatTheParserSaw) {
+  try {
+    parse("{\"timestamp\": 0, \"input_length\n");
+    FAIL() << "accepted";
+  } catch (const ConfigError& error) {
+    const std::string what = error.what();
+    EXPECT_NE(what.find("t.jsonl:1: invalid JSON"), std::string::npos) << what;
+    EXPECT_NE(what.find("parse error"), std::string::npos) << what;
+    EXPECT_EQ(what.find("not a JSON object"), std::string::npos) << what;
+  }
+}
+
+TEST(Trace, ALineLongerThanTheLimitIsRefusedWithoutReadingOn) {
+  // Regression (issue 23): a trace without newlines was read whole into memory.
+  std::string text = "{\"timestamp\": 5, \"input_length\": 10, \"output_length\": 1, \"hash_ids\": [1]}\n";
+  text += std::string(kMaxLineBytes + 1, ' ');
+  try {
+    parse(text);
+    FAIL() << "accepted";
+  } catch (const ConfigError& error) {
+    EXPECT_NE(std::string(error.what()).find("t.jsonl:2: longer than the 67108864-byte limit"), std::string::npos)
+        << error.what();
+  }
 }
 
 TEST(Trace, TheSharedMooncakeTraceReadsWhole) {

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "kvtier/core/bounded_line.hpp"
 #include "kvtier/script/script_runner.hpp"
 
 namespace kvtier::script {
@@ -106,6 +107,16 @@ TEST(ScriptRunner, ScriptsReplayByteForByteWithCachingOffAndRandomOutput) {
   std::string reseeded = script;
   reseeded.replace(reseeded.find("\"seed\":7"), 8, "\"seed\":8");
   EXPECT_NE(first, run(reseeded));
+}
+
+TEST(ScriptRunner, ALineLongerThanTheLimitEndsTheScriptWithStatus2) {
+  // Regression (issue 23): a script line was read whole, whatever its length.
+  const std::string init = R"({"op":"init","capacity":8,"block_size":4,"device":"host"})" "\n";
+  int status = 0;
+  const std::string out = run(init + std::string(kMaxLineBytes + 1, ' ') + "\n" + init, &status);
+  EXPECT_EQ(status, 2);
+  EXPECT_NE(out.find("line 2: longer than the 67108864-byte limit of a script line"), std::string::npos) << out;
+  EXPECT_EQ(out.find("line 3"), std::string::npos) << "nothing after it runs";
 }
 
 }  // namespace

@@ -10,6 +10,10 @@
 
 namespace kvtier {
 
+/// The most tokens (prompt and output) one sequence may have: far beyond any
+/// model's context, and small enough that no block or token count wraps.
+inline constexpr std::size_t kMaxSequenceTokens = std::size_t{1} << 40;
+
 /// Settings of one request's block sequence (Dynamo's `ActiveSequence` arguments).
 struct ActiveSequenceConfig {
   std::size_t block_size = 64;
@@ -31,7 +35,8 @@ struct ActiveSequenceConfig {
 /// preempted request re-admits onto its own blocks.
 class ActiveSequence {
  public:
-  /// Throws ContractError when block_size < 2.
+  /// Throws ContractError when block_size < 2 or the prompt and max_output_tokens
+  /// together exceed kMaxSequenceTokens.
   ActiveSequence(std::vector<TokenId> prompt, ActiveSequenceConfig config);
 
   std::size_t len() const noexcept { return tokens_.size(); }

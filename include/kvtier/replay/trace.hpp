@@ -27,8 +27,8 @@ struct TraceRequest {
 /// Reads up to `limit` requests. A line that is not such a request — not
 /// JSON, a field missing or of the wrong type, a negative or non-finite
 /// timestamp, an input length that does not match its ids, timestamps going
-/// back — is a ConfigError naming `source` and the line; nothing is returned
-/// then. Blank lines are skipped.
+/// back, more than kMaxLineBytes (64 MiB) — is a ConfigError naming `source`
+/// and the line; nothing is returned then. Blank lines are skipped.
 std::vector<TraceRequest> read_trace(std::istream& in, const std::string& source,
                                      std::size_t limit = std::numeric_limits<std::size_t>::max());
 /// read_trace of a file; ConfigError when it cannot be opened.
