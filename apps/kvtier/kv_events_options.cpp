@@ -13,11 +13,21 @@ namespace kvtier::cli {
 
 void add_kv_events_options(CLI::App& command, KvEventsOptions& o) {
   command.add_option("--kv-events", o.endpoint,
-                     "publish KV events in vLLM's wire format on this ZMQ PUB endpoint (bound), e.g. tcp://127.0.0.1:5557")
+                     "publish KV events in vLLM's wire format on this ZMQ PUB endpoint, e.g. tcp://127.0.0.1:5557 "
+                     "(bound; a remote host is connected to, see --kv-events-mode)")
       ->check(non_empty());
+  command.add_option("--kv-events-mode", o.mode,
+                     "auto | bind | connect: auto binds a wildcard, ipc:// or local endpoint and connects to a remote "
+                     "host, as vLLM does")
+      ->capture_default_str();
   command.add_option("--kv-events-replay", o.replay_endpoint, "ZMQ ROUTER endpoint (bound) serving missed batches")
       ->check(non_empty());
-  command.add_option("--kv-events-topic", o.topic, "topic frame of every message")->capture_default_str();
+  command.add_option("--kv-events-topic", o.topic,
+                     "topic frame of every message (llm-d reads the pod and model from kv@<pod>@<model>)")
+      ->capture_default_str();
+  command.add_option("--kv-events-replay-format", o.replay_format,
+                     "current | pre-45177: replay answers with the topic frame (vLLM >= 0.26) or without")
+      ->capture_default_str();
   command.add_option("--kv-events-buffer", o.buffer_steps, "batches the replay socket keeps")->capture_default_str();
   command.add_option("--kv-events-hwm", o.hwm, "the PUB socket's high-water mark")->capture_default_str();
   command.add_option("--kv-events-queue", o.max_queue, "batches waiting to be sent; beyond it they are dropped and counted")
@@ -43,8 +53,10 @@ class ZmqOutput final : public KvEventsOutput {
     if (linger_s_ > 0.0) std::this_thread::sleep_for(std::chrono::duration<double>(linger_s_));
     const auto s = publisher_->stats();
     return "KV events:     " + std::to_string(s.events) + " events in " + std::to_string(s.batches_sent) +
-           " batches on " + publisher_->endpoint() + ", " + std::to_string(s.batches_dropped) + " batches dropped, " +
-           std::to_string(s.replays_served) + " replay requests served";
+           " batches " + (publisher_->endpoint_mode() == events::EndpointMode::Bind ? "on " : "to ") +
+           publisher_->endpoint() + ", " + std::to_string(s.batches_dropped) + " batches dropped, " +
+           std::to_string(s.replays_served) + " replay requests served, " + std::to_string(s.replays_abandoned) +
+           " abandoned";
   }
 
  private:
@@ -69,7 +81,9 @@ std::unique_ptr<KvEventsOutput> open_kv_events(const KvEventsOptions& o, std::ui
                                          .hwm = o.hwm,
                                          .max_queue = o.max_queue,
                                          .block_size = block_size,
-                                         .data_parallel_rank = data_parallel_rank}),
+                                         .data_parallel_rank = data_parallel_rank,
+                                         .replay_format = events::parse_replay_format(o.replay_format),
+                                         .endpoint_mode = events::parse_endpoint_mode(o.mode)}),
                                      o.linger_s);
 }
 #else

@@ -20,6 +20,8 @@ struct KvEventsOptions {
   int hwm = 100000;
   std::size_t max_queue = 100000;
   double linger_s = 0.0;  // after the run, keep serving replay requests this long
+  std::string replay_format = "current";  // current | pre-45177 (vLLM PR #45177)
+  std::string mode = "auto";              // auto | bind | connect: what the PUB socket does with --kv-events
 };
 
 void add_kv_events_options(CLI::App& command, KvEventsOptions& options);

@@ -1,5 +1,7 @@
 #include "kvtier/events/zmq_event_publisher.hpp"
 
+#include <netdb.h>
+#include <sys/socket.h>
 #include <zmq.h>
 
 #include <array>
@@ -34,6 +36,37 @@ void check_tcp_port(const std::string& endpoint, const char* what) {
   }
 }
 
+/// The HOST of tcp://HOST:PORT (brackets of an IPv6 literal kept); empty for other transports.
+std::string tcp_host(const std::string& endpoint) {
+  if (endpoint.rfind("tcp://", 0) != 0) return "";
+  const std::size_t colon = endpoint.rfind(':');
+  return colon == std::string::npos || colon < 6 ? endpoint.substr(6) : endpoint.substr(6, colon - 6);
+}
+
+/// Connects `socket`; ConfigError for a host that does not resolve (ZMQ would
+/// retry it silently forever) or ZMQ's refusal.
+std::string connect_socket(void* socket, const std::string& endpoint, const char* what) {
+  check_tcp_port(endpoint, what);
+  std::string host = tcp_host(endpoint);
+  if (host.size() > 1 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (!host.empty()) {
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    const int status = getaddrinfo(host.c_str(), nullptr, &hints, &found);
+    if (status != 0) {
+      throw ConfigError(std::string("cannot connect the ") + what + " socket to '" + endpoint + "': host '" + host +
+                        "' does not resolve (" + gai_strerror(status) + ")");
+    }
+    freeaddrinfo(found);
+  }
+  if (zmq_connect(socket, endpoint.c_str()) != 0) {
+    throw ConfigError(std::string("cannot connect the ") + what + " socket to '" + endpoint + "': " +
+                      zmq_strerror(zmq_errno()));
+  }
+  return endpoint;
+}
+
 /// Binds `socket`; the address bound, or ConfigError with ZMQ's reason.
 std::string bind_socket(void* socket, const std::string& endpoint, const char* what) {
   check_tcp_port(endpoint, what);
@@ -62,11 +95,52 @@ double now_seconds() {
 
 }  // namespace
 
+const char* replay_format_name(ReplayFormat format) noexcept {
+  return format == ReplayFormat::Current ? "current" : "pre-45177";
+}
+
+ReplayFormat parse_replay_format(const std::string& name) {
+  if (name == "current") return ReplayFormat::Current;
+  if (name == "pre-45177") return ReplayFormat::Pre45177;
+  throw ConfigError("replay format must be current or pre-45177, not '" + name + "'");
+}
+
+const char* endpoint_mode_name(EndpointMode mode) noexcept {
+  switch (mode) {
+    case EndpointMode::Auto: return "auto";
+    case EndpointMode::Bind: return "bind";
+    case EndpointMode::Connect: return "connect";
+  }
+  return "?";
+}
+
+EndpointMode parse_endpoint_mode(const std::string& name) {
+  for (const EndpointMode mode : {EndpointMode::Auto, EndpointMode::Bind, EndpointMode::Connect}) {
+    if (name == endpoint_mode_name(mode)) return mode;
+  }
+  throw ConfigError("endpoint mode must be auto, bind or connect, not '" + name + "'");
+}
+
+EndpointMode resolve_endpoint_mode(const std::string& endpoint, EndpointMode mode) {
+  if (mode != EndpointMode::Auto) return mode;
+  // vLLM binds a wildcard, ipc:// and inproc:// and connects otherwise; a
+  // loopback host is bound too (a router on this machine connects to it).
+  if (endpoint.find('*') != std::string::npos || endpoint.find("::") != std::string::npos ||
+      endpoint.rfind("tcp://", 0) != 0) {
+    return EndpointMode::Bind;
+  }
+  const std::string host = tcp_host(endpoint);
+  const bool local = host == "localhost" || host.rfind("127.", 0) == 0 || host == "0.0.0.0" || host == "[::1]";
+  return local ? EndpointMode::Bind : EndpointMode::Connect;
+}
+
 ZmqEventPublisher::ZmqEventPublisher(ZmqPublisherConfig config)
     : config_(std::move(config)), block_size_(config_.block_size) {
   if (config_.endpoint.empty()) throw ConfigError("the KV event endpoint is empty");
   if (config_.buffer_steps == 0 || config_.max_queue == 0) throw ConfigError("the KV event buffer and queue must hold at least one batch");
   if (config_.hwm < 0) throw ConfigError("the high-water mark must not be negative");
+  if (config_.replay_send_timeout_ms < 1) throw ConfigError("the replay send timeout must be at least 1 ms");
+  mode_ = resolve_endpoint_mode(config_.endpoint, config_.endpoint_mode);
   context_ = zmq_ctx_new();
   if (context_ == nullptr) throw ConfigError(std::string("cannot create a ZMQ context: ") + zmq_strerror(zmq_errno()));
   try {
@@ -75,7 +149,8 @@ ZmqEventPublisher::ZmqEventPublisher(ZmqPublisherConfig config)
     zmq_setsockopt(pub_, ZMQ_SNDHWM, &config_.hwm, sizeof config_.hwm);
     const int linger = 1000;  // a closing publisher gives queued messages a second
     zmq_setsockopt(pub_, ZMQ_LINGER, &linger, sizeof linger);
-    bound_endpoint_ = bind_socket(pub_, config_.endpoint, "KV event");
+    bound_endpoint_ = mode_ == EndpointMode::Bind ? bind_socket(pub_, config_.endpoint, "KV event")
+                                                  : connect_socket(pub_, config_.endpoint, "KV event");
     if (!config_.replay_endpoint.empty()) {
       replay_ = zmq_socket(context_, ZMQ_ROUTER);
       if (replay_ == nullptr) {
@@ -83,6 +158,11 @@ ZmqEventPublisher::ZmqEventPublisher(ZmqPublisherConfig config)
       }
       const int no_linger = 0;
       zmq_setsockopt(replay_, ZMQ_LINGER, &no_linger, sizeof no_linger);
+      // Flow control, not drops: a full pipe makes a send wait (up to the
+      // timeout) instead of ROUTER's silent discard; a gone client is an error.
+      const int mandatory = 1;
+      zmq_setsockopt(replay_, ZMQ_ROUTER_MANDATORY, &mandatory, sizeof mandatory);
+      zmq_setsockopt(replay_, ZMQ_SNDTIMEO, &config_.replay_send_timeout_ms, sizeof config_.replay_send_timeout_ms);
       bound_replay_endpoint_ = bind_socket(replay_, config_.replay_endpoint, "KV event replay");
     }
   } catch (...) {
@@ -206,17 +286,33 @@ void ZmqEventPublisher::serve_replay() {
   std::uint64_t start = 0;
   for (const char byte : frames[2]) start = start << 8 | static_cast<unsigned char>(byte);
   const std::string& identity = frames[0];
+  const bool with_topic = config_.replay_format == ReplayFormat::Current;
+  const std::pair<const void*, std::size_t> id{identity.data(), identity.size()};
+  const std::pair<const void*, std::size_t> empty{"", 0};
+  const std::pair<const void*, std::size_t> topic{config_.topic.data(), config_.topic.size()};
+  // Blocking sends: ROUTER_MANDATORY makes a full pipe wait (up to ZMQ_SNDTIMEO) and a gone client fail.
+  const auto send = [this](std::initializer_list<std::pair<const void*, std::size_t>> parts) {
+    return send_frames(replay_, parts, 0);
+  };
+  bool delivered = true;
   for (const auto& [sequence, payload] : sent_) {
     if (sequence < start) continue;
     const auto seq = big_endian(static_cast<std::int64_t>(sequence));
-    send_frames(replay_, {{identity.data(), identity.size()}, {"", 0}, {seq.data(), seq.size()},
-                          {payload.data(), payload.size()}},
-                ZMQ_DONTWAIT);
+    const std::pair<const void*, std::size_t> number{seq.data(), seq.size()};
+    const std::pair<const void*, std::size_t> body{payload.data(), payload.size()};
+    delivered = with_topic ? send({id, empty, topic, number, body})
+                           : send({id, empty, number, body});
+    if (!delivered) break;
   }
-  const auto end = big_endian(-1);
-  send_frames(replay_, {{identity.data(), identity.size()}, {"", 0}, {end.data(), end.size()}, {"", 0}}, ZMQ_DONTWAIT);
+  if (delivered) {
+    const auto end = big_endian(-1);
+    const std::pair<const void*, std::size_t> marker{end.data(), end.size()};
+    delivered = with_topic ? send({id, empty, empty, marker, empty})
+                           : send({id, empty, marker, empty});
+  }
   std::lock_guard lock(mutex_);
-  ++stats_.replays_served;
+  ++(delivered ? stats_.replays_served : stats_.replays_abandoned);
 }
+
 
 }  // namespace kvtier::events

@@ -18,24 +18,35 @@ void bind_publisher(nb::module_& module) {
                                         "replay socket; a bounded queue feeds a sending thread (drops are counted).")
       .def("__init__",
            [](events::ZmqEventPublisher* self, std::string endpoint, std::string replay_endpoint, std::string topic,
-              std::size_t buffer_steps, int hwm, std::size_t max_queue, std::uint32_t data_parallel_rank) {
+              std::size_t buffer_steps, int hwm, std::size_t max_queue, std::uint32_t data_parallel_rank,
+              const std::string& replay_format, const std::string& endpoint_mode) {
              new (self) events::ZmqEventPublisher(events::ZmqPublisherConfig{.endpoint = std::move(endpoint),
                                                                              .replay_endpoint = std::move(replay_endpoint),
                                                                              .topic = std::move(topic),
                                                                              .buffer_steps = buffer_steps,
                                                                              .hwm = hwm,
                                                                              .max_queue = max_queue,
-                                                                             .data_parallel_rank = data_parallel_rank});
+                                                                             .data_parallel_rank = data_parallel_rank,
+                                                                             .replay_format = events::parse_replay_format(replay_format),
+                                                                             .endpoint_mode = events::parse_endpoint_mode(endpoint_mode)});
            },
            "endpoint"_a, nb::kw_only(), "replay_endpoint"_a = "", "topic"_a = "", "buffer_steps"_a = 10000,
-           "hwm"_a = 100000, "max_queue"_a = 100000, "data_parallel_rank"_a = 0)
+           "hwm"_a = 100000, "max_queue"_a = 100000, "data_parallel_rank"_a = 0, "replay_format"_a = "current",
+           "endpoint_mode"_a = "auto",
+           "replay_format: 'current' (vLLM PR #45177: replay answers carry the topic frame) or 'pre-45177'; "
+           "endpoint_mode: 'auto' (bind a wildcard, ipc:// or local endpoint, connect to a remote host, as vLLM), "
+           "'bind' or 'connect'.")
       // flush() keeps the GIL: the open batch is the allocator thread's, and
       // the GIL is what keeps another Python thread's manager calls out of it.
       .def("flush", &events::ZmqEventPublisher::flush,
            "Queues the events since the last flush as one batch (one scheduler step).")
       .def("drain", &events::ZmqEventPublisher::drain, nb::call_guard<nb::gil_scoped_release>(),
            "Waits until every queued batch was sent.")
-      .def_prop_ro("endpoint", &events::ZmqEventPublisher::endpoint, "The bound address (a wildcard port resolved).")
+      .def_prop_ro("endpoint", &events::ZmqEventPublisher::endpoint,
+                   "The bound address (a wildcard port resolved), or the one connected to.")
+      .def_prop_ro("endpoint_mode", [](const events::ZmqEventPublisher& p) {
+        return std::string(events::endpoint_mode_name(p.endpoint_mode()));
+      }, "'bind' or 'connect': what the PUB socket did with its endpoint.")
       .def_prop_ro("replay_endpoint", &events::ZmqEventPublisher::replay_endpoint)
       .def("stats", [](const events::ZmqEventPublisher& p) {
         const events::ZmqPublisherStats s = p.stats();
@@ -45,6 +56,7 @@ void bind_publisher(nb::module_& module) {
         out["batches_dropped"] = s.batches_dropped;
         out["batches_sent"] = s.batches_sent;
         out["replays_served"] = s.replays_served;
+        out["replays_abandoned"] = s.replays_abandoned;
         return out;
       });
 }

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <zmq.h>
 
+#include <array>
 #include <chrono>
 #include <memory>
 #include <thread>
@@ -161,8 +162,28 @@ TEST(ZmqEventPublisher, ASubscriberDecodesEveryBatchInOrderWithTheEventsTheManag
   EXPECT_EQ(publisher->stats().batches_dropped, 0U);
 }
 
-TEST(ZmqEventPublisher, ASubscriberThatMissedBatchesCatchesUpThroughTheReplaySocket) {
-  ZmqEventPublisher publisher(loopback());
+/// One replay answer, split the way its format frames it.
+struct ReplayAnswer {
+  std::string topic{};
+  std::int64_t sequence = 0;
+  std::string payload{};
+};
+
+ReplayAnswer replay_answer(const std::vector<std::string>& frames, ReplayFormat format) {
+  const bool current = format == ReplayFormat::Current;
+  EXPECT_EQ(frames.size(), current ? 4U : 3U);
+  if (frames.size() != (current ? 4U : 3U)) return ReplayAnswer{.sequence = -2};
+  EXPECT_TRUE(frames[0].empty()) << "the DEALER's empty delimiter";
+  const std::size_t at = current ? 2 : 1;
+  return ReplayAnswer{.topic = current ? frames[1] : "", .sequence = sequence_of(frames[at]), .payload = frames[at + 1]};
+}
+
+class ReplayFormats : public ::testing::TestWithParam<ReplayFormat> {};
+
+TEST_P(ReplayFormats, ASubscriberThatMissedBatchesCatchesUpThroughTheReplaySocket) {
+  ZmqPublisherConfig config = loopback();
+  config.replay_format = GetParam();
+  ZmqEventPublisher publisher(config);
   for (std::uint64_t i = 0; i < 10; ++i) {  // nobody listens yet: all of them are missed
     publisher.publish(KvEvent{.data = KvRemoved{.hashes = {SequenceHash(100 + i)}}});
     publisher.flush();
@@ -170,21 +191,28 @@ TEST(ZmqEventPublisher, ASubscriberThatMissedBatchesCatchesUpThroughTheReplaySoc
   publisher.drain();
   TestSocket replay(ZMQ_DEALER, publisher.replay_endpoint());
   replay.send({"", std::string("\0\0\0\0\0\0\0\4", 8)});  // from sequence 4
+  const bool current = GetParam() == ReplayFormat::Current;
   for (std::int64_t want = 4; want < 10; ++want) {
-    const auto frames = replay.receive();
-    ASSERT_EQ(frames.size(), 3U);
-    EXPECT_TRUE(frames[0].empty());
-    EXPECT_EQ(sequence_of(frames[1]), want);
-    const auto batch = decode_wire_batch(frames[2]);
+    const ReplayAnswer answer = replay_answer(replay.receive(), GetParam());
+    EXPECT_EQ(answer.topic, current ? "kv" : "") << "vLLM PR #45177: the live topic frame";
+    EXPECT_EQ(answer.sequence, want);
+    const auto batch = decode_wire_batch(answer.payload);
     ASSERT_EQ(batch.events.size(), 1U);
     EXPECT_EQ(batch.events[0].block_hashes, (std::vector<std::uint64_t>{100 + static_cast<std::uint64_t>(want)}));
   }
-  const auto end = replay.receive();
-  ASSERT_EQ(end.size(), 3U);
-  EXPECT_EQ(sequence_of(end[1]), -1);
-  EXPECT_TRUE(end[2].empty());
+  const ReplayAnswer end = replay_answer(replay.receive(), GetParam());
+  EXPECT_EQ(end.topic, "") << "the end marker's topic frame is empty";
+  EXPECT_EQ(end.sequence, -1);
+  EXPECT_TRUE(end.payload.empty());
   EXPECT_EQ(publisher.stats().replays_served, 1U);
 }
+
+std::string format_name(const ::testing::TestParamInfo<ReplayFormat>& format) {
+  return format.param == ReplayFormat::Current ? "Current" : "Pre45177";
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, ReplayFormats, ::testing::Values(ReplayFormat::Current, ReplayFormat::Pre45177),
+                         format_name);
 
 TEST(ZmqEventPublisher, TheReplayBufferKeepsOnlyTheLastBatches) {
   ZmqPublisherConfig config = loopback();
@@ -199,12 +227,114 @@ TEST(ZmqEventPublisher, TheReplayBufferKeepsOnlyTheLastBatches) {
   replay.send({"", std::string(8, '\0')});  // from the start: only 5, 6, 7 are left
   std::vector<std::int64_t> got;
   for (;;) {
-    const auto frames = replay.receive();
-    ASSERT_EQ(frames.size(), 3U);
-    if (sequence_of(frames[1]) == -1) break;
-    got.push_back(sequence_of(frames[1]));
+    const ReplayAnswer answer = replay_answer(replay.receive(), ReplayFormat::Current);
+    if (answer.sequence < 0) break;
+    got.push_back(answer.sequence);
   }
   EXPECT_EQ(got, (std::vector<std::int64_t>{5, 6, 7}));
+}
+
+TEST(ZmqEventPublisher, AReplayOfMoreBatchesThanTheHighWaterMarkDeliversEveryOneInOrderThenTheEndMarker) {
+  // Regression (issue 22): answers past ZMQ's send high-water mark (1000) were
+  // dropped without a word and the end marker never came.
+  constexpr std::uint64_t kBatches = 12000;
+  ZmqPublisherConfig config = loopback();
+  config.buffer_steps = kBatches;
+  ZmqEventPublisher publisher(config);
+  for (std::uint64_t i = 0; i < kBatches; ++i) {
+    publisher.publish(KvEvent{.data = KvRemoved{.hashes = {SequenceHash(i)}}});
+    publisher.flush();
+  }
+  publisher.drain();
+  TestSocket replay(ZMQ_DEALER, publisher.replay_endpoint());
+  replay.send({"", std::string(8, '\0')});
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // a slow reader: the pipe fills first
+  std::uint64_t next = 0;
+  for (;;) {
+    const auto frames = replay.receive(5000);
+    ASSERT_FALSE(frames.empty()) << "the replay stopped after " << next << " batches";
+    const ReplayAnswer answer = replay_answer(frames, ReplayFormat::Current);
+    if (answer.sequence == -1) break;
+    ASSERT_EQ(answer.sequence, static_cast<std::int64_t>(next)) << "in order, none missing";
+    ++next;
+  }
+  EXPECT_EQ(next, kBatches);
+  EXPECT_EQ(publisher.stats().replays_served, 1U);
+  EXPECT_EQ(publisher.stats().replays_abandoned, 0U);
+}
+
+TEST(ZmqEventPublisher, AReplayClientThatStopsReadingIsAbandonedAndLiveBatchesGoOn) {
+  ZmqPublisherConfig config = loopback();
+  config.buffer_steps = 5000;
+  config.replay_send_timeout_ms = 200;
+  auto publisher = std::make_unique<ZmqEventPublisher>(config);
+  // About 22 MB of answers: more than ZMQ's pipes and the kernel's socket buffers hold.
+  const std::vector<SequenceHash> many(500, SequenceHash(0xFFFFFFFFFFFFULL));
+  for (int i = 0; i < 5000; ++i) {
+    publisher->publish(KvEvent{.data = KvRemoved{.hashes = many}});
+    publisher->flush();
+  }
+  publisher->drain();
+  {
+    TestSocket stuck(ZMQ_DEALER, publisher->replay_endpoint());
+    const int small = 10;
+    zmq_setsockopt(stuck.raw(), ZMQ_RCVHWM, &small, sizeof small);
+    stuck.send({"", std::string(8, '\0')});  // asks for everything, reads nothing
+    for (int waited = 0; publisher->stats().replays_abandoned == 0 && waited < 200; ++waited) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_EQ(publisher->stats().replays_abandoned, 1U);
+    EXPECT_EQ(publisher->stats().replays_served, 0U);
+  }
+  TestSocket sub(ZMQ_SUB, publisher->endpoint());
+  await_subscription(*publisher, sub);
+  publisher->publish(KvEvent{.data = KvRemoved{.hashes = {SequenceHash(77)}}});
+  publisher->flush();
+  const auto frames = sub.receive();
+  ASSERT_EQ(frames.size(), 3U) << "the sending thread is not stuck on the replay";
+  EXPECT_EQ(decode_wire_batch(frames[2]).events[0].block_hashes, (std::vector<std::uint64_t>{77}));
+}
+
+TEST(ZmqEventPublisher, AutoBindsWildcardsAndLocalHostsAndConnectsToRemoteOnes) {
+  EXPECT_EQ(resolve_endpoint_mode("tcp://*:5557", EndpointMode::Auto), EndpointMode::Bind);
+  EXPECT_EQ(resolve_endpoint_mode("tcp://127.0.0.1:5557", EndpointMode::Auto), EndpointMode::Bind);
+  EXPECT_EQ(resolve_endpoint_mode("tcp://localhost:5557", EndpointMode::Auto), EndpointMode::Bind);
+  EXPECT_EQ(resolve_endpoint_mode("tcp://[::1]:5557", EndpointMode::Auto), EndpointMode::Bind);
+  EXPECT_EQ(resolve_endpoint_mode("ipc:///tmp/kv", EndpointMode::Auto), EndpointMode::Bind);
+  EXPECT_EQ(resolve_endpoint_mode("tcp://router.svc:5557", EndpointMode::Auto), EndpointMode::Connect);
+  EXPECT_EQ(resolve_endpoint_mode("tcp://10.1.2.3:5557", EndpointMode::Auto), EndpointMode::Connect);
+  EXPECT_EQ(resolve_endpoint_mode("tcp://10.1.2.3:5557", EndpointMode::Bind), EndpointMode::Bind);
+  EXPECT_EQ(resolve_endpoint_mode("tcp://*:5557", EndpointMode::Connect), EndpointMode::Connect);
+}
+
+TEST(ZmqEventPublisher, ConnectModeDeliversToARouterThatBoundItsOwnSubSocket) {
+  // llm-d's centralized mode: the router binds SUB, every engine connects PUB.
+  void* context = zmq_ctx_new();
+  void* router = zmq_socket(context, ZMQ_SUB);
+  const int linger = 0;
+  zmq_setsockopt(router, ZMQ_LINGER, &linger, sizeof linger);
+  zmq_setsockopt(router, ZMQ_SUBSCRIBE, "", 0);
+  ASSERT_EQ(zmq_bind(router, "tcp://127.0.0.1:*"), 0);
+  std::array<char, 256> bound{};
+  std::size_t size = bound.size();
+  zmq_getsockopt(router, ZMQ_LAST_ENDPOINT, bound.data(), &size);
+  {
+    ZmqPublisherConfig config = loopback();
+    config.endpoint = bound.data();
+    config.endpoint_mode = EndpointMode::Connect;
+    ZmqEventPublisher publisher(config);
+    EXPECT_EQ(publisher.endpoint_mode(), EndpointMode::Connect);
+    bool received = false;
+    for (int attempt = 0; attempt < 200 && !received; ++attempt) {
+      publisher.publish(KvEvent{.data = KvRemoved{.hashes = {SequenceHash(5)}}});
+      publisher.flush();
+      zmq_pollitem_t item{.socket = router, .fd = 0, .events = ZMQ_POLLIN, .revents = 0};
+      received = zmq_poll(&item, 1, 20) > 0;
+    }
+    EXPECT_TRUE(received);
+  }
+  zmq_close(router);
+  zmq_ctx_term(context);
 }
 
 TEST(ZmqEventPublisher, AFullQueueDropsAndCountsBatchesInsteadOfBlocking) {
@@ -235,7 +365,11 @@ TEST(ZmqEventPublisher, BadEndpointsAndSettingsAreClearErrors) {
     return std::string();
   };
   EXPECT_NE(refused(ZmqPublisherConfig{.endpoint = "bogus://x"}).find("cannot bind"), std::string::npos);
-  EXPECT_NE(refused(ZmqPublisherConfig{.endpoint = "tcp://no-such-host-kvtier:5557"}).find("cannot bind"),
+  EXPECT_NE(refused(ZmqPublisherConfig{.endpoint = "tcp://no-such-host-kvtier:5557"}).find("cannot connect"),
+            std::string::npos)
+      << "a remote host is connected to (as vLLM does), and one that does not resolve is refused";
+  EXPECT_NE(refused(ZmqPublisherConfig{.endpoint = "tcp://no-such-host-kvtier:5557", .endpoint_mode = EndpointMode::Bind})
+                .find("cannot bind"),
             std::string::npos);
   EXPECT_FALSE(refused(ZmqPublisherConfig{.endpoint = ""}).empty());
   EXPECT_FALSE(refused(ZmqPublisherConfig{.endpoint = "tcp://127.0.0.1:*", .buffer_steps = 0}).empty());

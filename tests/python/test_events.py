@@ -127,3 +127,35 @@ def test_the_publisher_sends_vllm_batches_from_python():
 def test_a_publisher_with_a_bad_endpoint_is_a_config_error():
     with pytest.raises(kvtier.ConfigError):
         kvtier.ZmqEventPublisher("tcp://no-such-host.invalid:5557")
+
+
+@pytest.mark.skipif(not kvtier.has_zmq, reason="built without libzmq")
+@pytest.mark.parametrize("replay_format, frames", [("current", 4), ("pre-45177", 3)])
+def test_the_publishers_replay_format_and_endpoint_mode_from_python(replay_format, frames):
+    zmq = pytest.importorskip("zmq")
+    publisher = kvtier.ZmqEventPublisher("tcp://127.0.0.1:*", replay_endpoint="tcp://127.0.0.1:*", topic="kv",
+                                         replay_format=replay_format)
+    assert publisher.endpoint_mode == "bind"
+    m = kvtier.Manager(capacity=16, block_size=4, device="host", backend="kvbm", publishers=[publisher])
+    m.allocate(m.add_request(list(range(4))))
+    publisher.flush()
+    publisher.drain()
+    ctx = zmq.Context()
+    dealer = ctx.socket(zmq.DEALER)
+    dealer.setsockopt(zmq.LINGER, 0)
+    dealer.connect(publisher.replay_endpoint)
+    dealer.send_multipart([b"", (0).to_bytes(8, "big")])
+    assert dealer.poll(5000)
+    batch = dealer.recv_multipart()
+    assert len(batch) == frames and (frames == 3 or batch[1] == b"kv")
+    assert dealer.poll(5000)
+    end = dealer.recv_multipart()
+    assert len(end) == frames and end[-2] == (-1).to_bytes(8, "big", signed=True) and end[-1] == b""
+    stats = publisher.stats()
+    assert stats["replays_abandoned"] == 0
+    dealer.close()
+    ctx.term()
+    with pytest.raises(kvtier.ConfigError, match="replay format"):
+        kvtier.ZmqEventPublisher("tcp://127.0.0.1:*", replay_format="v2")
+    with pytest.raises(kvtier.ConfigError, match="endpoint mode"):
+        kvtier.ZmqEventPublisher("tcp://127.0.0.1:*", endpoint_mode="both")

@@ -29,21 +29,30 @@ def free_port():
         return s.getsockname()[1]
 
 
-def replay_from(ctx, endpoint, start):
-    """Every buffered batch from `start` on, as {seq: payload}, through a DEALER."""
+def replay_from(ctx, endpoint, start, topic=b"kv", current=True):
+    """Every buffered batch from `start` on, as {seq: payload}, through a DEALER
+    reading vLLM's replay answers: since vLLM PR #45177 ["", topic, seq, payload]
+    and the end marker ["", "", -1, ""]; before it (current=False) without the topic."""
     dealer = ctx.socket(zmq.DEALER)
     dealer.setsockopt(zmq.LINGER, 0)
     dealer.connect(endpoint)
     dealer.send_multipart([b"", start.to_bytes(8, "big")])
     batches = {}
     while True:
-        assert dealer.poll(10000), "the replay socket did not answer"
-        empty, seq, payload = dealer.recv_multipart()
+        assert dealer.poll(10000), f"the replay socket stopped answering after {len(batches)} batches"
+        frames = dealer.recv_multipart()
+        assert len(frames) == (4 if current else 3), [len(f) for f in frames]
+        if current:
+            empty, frame_topic, seq, payload = frames
+        else:
+            empty, seq, payload = frames
+            frame_topic = None
         assert empty == b""
         number = int.from_bytes(seq, "big", signed=True)
         if number == -1:
-            assert payload == b""
+            assert payload == b"" and frame_topic in (b"", None)
             break
+        assert frame_topic in (topic, None), frame_topic
         batches[number] = payload
     dealer.close()
     return batches
@@ -129,7 +138,7 @@ def test_a_slow_subscriber_loses_live_batches_and_catches_up_through_the_replay_
     while sub.poll(200):
         _, seq, payload = sub.recv_multipart()
         live.append(int.from_bytes(seq, "big"))
-    replayed = replay_from(ctx, f"tcp://127.0.0.1:{rep}", 0)
+    replayed = replay_from(ctx, f"tcp://127.0.0.1:{rep}", 0, topic=b"kv-events")
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     sent = int(out.split("events in ")[1].split(" batches")[0])
@@ -142,7 +151,60 @@ def test_a_slow_subscriber_loses_live_batches_and_catches_up_through_the_replay_
 
 
 def test_a_bad_endpoint_is_a_clear_error():
+    # A remote host is connected to, as vLLM does; one that does not resolve is refused.
     proc = subprocess.run([KVTIER, "replay", "--kv-events", "tcp://no-such-host.invalid:5557"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
+    assert "cannot connect the KV event socket" in proc.stderr and "does not resolve" in proc.stderr
+    proc = subprocess.run([KVTIER, "replay", "--kv-events", "tcp://no-such-host.invalid:5557", "--kv-events-mode", "bind"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
     assert "cannot bind the KV event socket" in proc.stderr
+
+
+def batch_per_use_script(path, batches):
+    """A script of `batches` KVBM Uses, each publishing one batch (it stores a
+    block, evicting an older cached one), each followed by a Deref (no event:
+    the block stays cached). Returns the number of operation lines."""
+    lines = [{"op": "init", "backend": "kvbm", "eviction": "lru", "capacity": 2, "block_size": 4, "device": "host"}]
+    for i in range(batches):
+        lines.append({"op": "use", "owner": "a", "blocks": [i + 1]})
+        lines.append({"op": "deref", "owner": "a", "blocks": [i + 1]})
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    return len(lines)
+
+
+@pytest.mark.parametrize("replay_format", ["current", "pre-45177"])
+def test_a_subscriber_catches_up_on_more_than_ten_thousand_batches_then_gets_the_end_marker(tmp_path, replay_format):
+    # Regression (issue 22): past ~1,000 buffered batches the replay lost answers and never sent the end marker.
+    script = tmp_path / "many.jsonl"
+    lines = batch_per_use_script(script, 10500)
+    pub, rep = free_port(), free_port()
+    proc = subprocess.Popen(
+        [KVTIER, "script", str(script), "--kv-events", f"tcp://127.0.0.1:{pub}", "--kv-events-replay",
+         f"tcp://127.0.0.1:{rep}", "--kv-events-topic", "kv@pod-0@model", "--kv-events-buffer", "20000",
+         "--kv-events-replay-format", replay_format, "--kv-events-linger", "60"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    answers = 0
+    for line in proc.stdout:  # every line answered: every batch is queued
+        assert json.loads(line)["ok"], line
+        answers += 1
+        if answers == lines:
+            break
+    ctx = zmq.Context()
+    try:
+        # Answers are written before their batch reaches the sending thread: ask until all are buffered.
+        deadline = time.time() + 30
+        while True:
+            replayed = replay_from(ctx, f"tcp://127.0.0.1:{rep}", 0, topic=b"kv@pod-0@model",
+                                   current=replay_format == "current")
+            if len(replayed) >= 10500 or time.time() > deadline:
+                break
+            time.sleep(0.2)
+        assert list(replayed) == list(range(10500)), "every batch, in order, none missing"
+        for payload in (replayed[0], replayed[10499]):
+            assert all(e["type"] in ("BlockStored", "BlockRemoved") for e in decode(payload))
+    finally:
+        proc.kill()
+        proc.wait()
+        ctx.destroy(linger=0)
