@@ -25,6 +25,16 @@ void add_kv_events_options(CLI::App& command, KvEventsOptions& o) {
   command.add_option("--kv-events-topic", o.topic,
                      "topic frame of every message (llm-d reads the pod and model from kv@<pod>@<model>)")
       ->capture_default_str();
+  command.add_option("--kv-events-encoding", o.encoding,
+                     "map | array: events as vLLM's current tagged maps, or as the tagged arrays of older vLLM")
+      ->capture_default_str();
+  command.add_option("--kv-events-medium-g1", o.medium_g1, "the medium G1 (device) events name")
+      ->check(non_empty())
+      ->capture_default_str();
+  command.add_option("--kv-events-medium-g2", o.medium_g2,
+                     "the medium G2 (pinned host) events name (vLLM's own: CPU)")
+      ->check(non_empty())
+      ->capture_default_str();
   command.add_option("--kv-events-replay-format", o.replay_format,
                      "current | pre-45177: replay answers with the topic frame (vLLM >= 0.26) or without")
       ->capture_default_str();
@@ -83,6 +93,10 @@ std::unique_ptr<KvEventsOutput> open_kv_events(const KvEventsOptions& o, std::ui
                                          .block_size = block_size,
                                          .data_parallel_rank = data_parallel_rank,
                                          .replay_format = events::parse_replay_format(o.replay_format),
+                                         .wire = events::VllmWireFormat{
+                                             .encoding = events::parse_vllm_event_encoding(o.encoding),
+                                             .device_medium = o.medium_g1,
+                                             .host_medium = o.medium_g2},
                                          .endpoint_mode = events::parse_endpoint_mode(o.mode)}),
                                      o.linger_s);
 }

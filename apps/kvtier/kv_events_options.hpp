@@ -22,6 +22,9 @@ struct KvEventsOptions {
   double linger_s = 0.0;  // after the run, keep serving replay requests this long
   std::string replay_format = "current";  // current | pre-45177 (vLLM PR #45177)
   std::string mode = "auto";              // auto | bind | connect: what the PUB socket does with --kv-events
+  std::string encoding = "map";           // map | array: vLLM's current tagged maps or its older tagged arrays
+  std::string medium_g1 = "GPU";
+  std::string medium_g2 = "CPU_PINNED";
 };
 
 void add_kv_events_options(CLI::App& command, KvEventsOptions& options);

@@ -1,60 +1,80 @@
 #include "kvtier/events/vllm_event_encoding.hpp"
 
 #include <msgpack.hpp>
-#include <sstream>
 #include <variant>
+
+#include "kvtier/core/errors.hpp"
 
 namespace kvtier::events {
 namespace {
 
 using Packer = msgpack::packer<msgpack::sbuffer>;
 
-void pack_key(Packer& pk, const char* key) { pk.pack(std::string_view(key)); }
-
-void pack_stored(Packer& pk, const KvStored& stored, StorageTier tier, std::uint32_t block_size) {
-  pk.pack_map(8);
-  pack_key(pk, "type");
-  pk.pack(std::string_view("BlockStored"));
-  pack_key(pk, "block_hashes");
-  pk.pack_array(static_cast<std::uint32_t>(stored.blocks.size()));
-  for (const StoredBlock& block : stored.blocks) pk.pack(block.hash.value());
-  pack_key(pk, "parent_block_hash");
-  if (stored.parent) {
-    pk.pack(stored.parent->value());
-  } else {
-    pk.pack_nil();
+/// Writes one event's fields in vLLM's declared order, as a tagged map or a
+/// tagged array: the field names are written only in the map.
+class EventWriter {
+ public:
+  EventWriter(Packer& pk, VllmEventEncoding encoding, const char* type, std::uint32_t fields)
+      : pk_(pk), map_(encoding == VllmEventEncoding::Map) {
+    if (map_) {
+      pk_.pack_map(fields + 1);
+      pk_.pack(std::string_view("type"));
+    } else {
+      pk_.pack_array(fields + 1);
+    }
+    pk_.pack(std::string_view(type));
   }
-  pack_key(pk, "token_ids");
+  Packer& field(const char* name) {
+    if (map_) pk_.pack(std::string_view(name));
+    return pk_;
+  }
+
+ private:
+  Packer& pk_;
+  bool map_;
+};
+
+void pack_stored(Packer& pk, const KvStored& stored, StorageTier tier, std::uint32_t block_size,
+                 const VllmWireFormat& format) {
+  const bool map = format.encoding == VllmEventEncoding::Map;
+  EventWriter event(pk, format.encoding, "BlockStored", map ? 7 : 6);
+  event.field("block_hashes").pack_array(static_cast<std::uint32_t>(stored.blocks.size()));
+  for (const StoredBlock& block : stored.blocks) pk.pack(block.hash.value());
+  if (stored.parent) {
+    event.field("parent_block_hash").pack(stored.parent->value());
+  } else {
+    event.field("parent_block_hash").pack_nil();
+  }
   const std::span<const TokenId> tokens = stored.token_ids ? stored.token_ids->flat() : std::span<const TokenId>{};
-  pk.pack_array(static_cast<std::uint32_t>(tokens.size()));
+  event.field("token_ids").pack_array(static_cast<std::uint32_t>(tokens.size()));
   for (const TokenId token : tokens) pk.pack(token);
-  pack_key(pk, "block_size");
-  pk.pack(block_size);
-  pack_key(pk, "lora_id");
-  pk.pack_nil();
-  pack_key(pk, "medium");
-  pk.pack(std::string_view(vllm_medium(tier)));
-  pack_key(pk, "lora_name");
-  pk.pack_nil();
+  event.field("block_size").pack(block_size);
+  event.field("lora_id").pack_nil();
+  event.field("medium").pack(std::string_view(format.medium(tier)));
+  if (map) event.field("lora_name").pack_nil();  // a trailing default: left out of the array
 }
 
-void pack_removed(Packer& pk, const KvRemoved& removed, StorageTier tier) {
-  pk.pack_map(3);
-  pack_key(pk, "type");
-  pk.pack(std::string_view("BlockRemoved"));
-  pack_key(pk, "block_hashes");
-  pk.pack_array(static_cast<std::uint32_t>(removed.hashes.size()));
+void pack_removed(Packer& pk, const KvRemoved& removed, StorageTier tier, const VllmWireFormat& format) {
+  EventWriter event(pk, format.encoding, "BlockRemoved", 2);
+  event.field("block_hashes").pack_array(static_cast<std::uint32_t>(removed.hashes.size()));
   for (const SequenceHash& hash : removed.hashes) pk.pack(hash.value());
-  pack_key(pk, "medium");
-  pk.pack(std::string_view(vllm_medium(tier)));
+  event.field("medium").pack(std::string_view(format.medium(tier)));
 }
 
 }  // namespace
 
-const char* vllm_medium(StorageTier tier) noexcept { return tier == StorageTier::Device ? "GPU" : "CPU"; }
+const char* vllm_event_encoding_name(VllmEventEncoding encoding) noexcept {
+  return encoding == VllmEventEncoding::Map ? "map" : "array";
+}
+
+VllmEventEncoding parse_vllm_event_encoding(const std::string& name) {
+  if (name == "map") return VllmEventEncoding::Map;
+  if (name == "array") return VllmEventEncoding::Array;
+  throw ConfigError("KV event encoding must be map or array, not '" + name + "'");
+}
 
 std::string encode_vllm_event_batch(double timestamp_s, std::span<const KvEvent> events, std::uint32_t block_size,
-                                    std::uint32_t data_parallel_rank) {
+                                    std::uint32_t data_parallel_rank, const VllmWireFormat& format) {
   msgpack::sbuffer buffer;
   Packer pk(buffer);
   pk.pack_array(3);
@@ -62,9 +82,9 @@ std::string encode_vllm_event_batch(double timestamp_s, std::span<const KvEvent>
   pk.pack_array(static_cast<std::uint32_t>(events.size()));
   for (const KvEvent& event : events) {
     if (const auto* stored = std::get_if<KvStored>(&event.data)) {
-      pack_stored(pk, *stored, event.tier, block_size);
+      pack_stored(pk, *stored, event.tier, block_size, format);
     } else {
-      pack_removed(pk, std::get<KvRemoved>(event.data), event.tier);
+      pack_removed(pk, std::get<KvRemoved>(event.data), event.tier, format);
     }
   }
   pk.pack(data_parallel_rank);

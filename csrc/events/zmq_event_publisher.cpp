@@ -140,6 +140,9 @@ ZmqEventPublisher::ZmqEventPublisher(ZmqPublisherConfig config)
   if (config_.buffer_steps == 0 || config_.max_queue == 0) throw ConfigError("the KV event buffer and queue must hold at least one batch");
   if (config_.hwm < 0) throw ConfigError("the high-water mark must not be negative");
   if (config_.replay_send_timeout_ms < 1) throw ConfigError("the replay send timeout must be at least 1 ms");
+  if (config_.wire.device_medium.empty() || config_.wire.host_medium.empty()) {
+    throw ConfigError("a KV event medium name must not be empty");
+  }
   mode_ = resolve_endpoint_mode(config_.endpoint, config_.endpoint_mode);
   context_ = zmq_ctx_new();
   if (context_ == nullptr) throw ConfigError(std::string("cannot create a ZMQ context: ") + zmq_strerror(zmq_errno()));
@@ -252,7 +255,7 @@ void ZmqEventPublisher::run() {
 void ZmqEventPublisher::send_batch(Batch batch) {
   const std::uint64_t sequence = next_sequence_++;
   std::string payload = encode_vllm_event_batch(batch.timestamp_s, batch.events, batch.block_size,
-                                                config_.data_parallel_rank);
+                                                config_.data_parallel_rank, config_.wire);
   const auto seq = big_endian(static_cast<std::int64_t>(sequence));
   // PUB never blocks: past the high-water mark ZMQ drops for that subscriber.
   const bool sent = send_frames(pub_, {{config_.topic.data(), config_.topic.size()}, {seq.data(), seq.size()},

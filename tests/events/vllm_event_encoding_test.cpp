@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "events/vllm_wire_decoder.hpp"
+#include "kvtier/core/errors.hpp"
 
 namespace kvtier::events {
 namespace {
@@ -56,7 +57,35 @@ TEST(VllmEventEncoding, StoredAndRemovedCarryEveryRequiredFieldInVllmOrder) {
   EXPECT_EQ(removed.keys, (std::vector<std::string>{"type", "block_hashes", "medium"}));
   EXPECT_EQ(removed.type, "BlockRemoved");
   EXPECT_EQ(removed.block_hashes, (std::vector<std::uint64_t>{9, big}));
-  EXPECT_EQ(removed.medium, "CPU");
+  EXPECT_EQ(removed.medium, "CPU_PINNED") << "G2's default: what Dynamo maps to its host tier";
+}
+
+TEST(VllmEventEncoding, TheArrayEncodingIsATaggedArrayInDeclaredOrderWithoutTheTrailingDefault) {
+  std::vector<KvEvent> events;
+  events.push_back(KvEvent{.id = 1, .dp_rank = 0, .tier = StorageTier::HostPinned,
+                           .data = KvStored{.parent = SequenceHash(7),
+                                            .blocks = {StoredBlock{SequenceHash(10), LocalBlockHash(1)}},
+                                            .token_ids = BlockTokenIds{{1, 2, 3, 4}}}});
+  events.push_back(KvEvent{.id = 2, .dp_rank = 0, .tier = StorageTier::Device,
+                           .data = KvRemoved{.hashes = {SequenceHash(10)}}});
+  const VllmWireFormat format{.encoding = VllmEventEncoding::Array, .device_medium = "GPU", .host_medium = "CPU"};
+  const auto batch = decode_wire_batch(encode_vllm_event_batch(2.0, events, 4, 1, format));
+  ASSERT_EQ(batch.events.size(), 2U);
+  const auto& stored = batch.events[0];
+  EXPECT_TRUE(stored.array);
+  EXPECT_EQ(stored.keys, (std::vector<std::string>{"type", "block_hashes", "parent_block_hash", "token_ids",
+                                                   "block_size", "lora_id", "medium"}));
+  EXPECT_EQ(stored.type, "BlockStored");
+  EXPECT_EQ(stored.block_hashes, (std::vector<std::uint64_t>{10}));
+  EXPECT_EQ(stored.parent, 7U);
+  EXPECT_EQ(stored.token_ids, (std::vector<std::uint32_t>{1, 2, 3, 4}));
+  EXPECT_EQ(stored.medium, "CPU") << "vLLM's own name, chosen";
+  const auto& removed = batch.events[1];
+  EXPECT_TRUE(removed.array);
+  EXPECT_EQ(removed.keys, (std::vector<std::string>{"type", "block_hashes", "medium"}));
+  EXPECT_EQ(removed.medium, "GPU");
+  EXPECT_EQ(parse_vllm_event_encoding("array"), VllmEventEncoding::Array);
+  EXPECT_THROW(parse_vllm_event_encoding("cbor"), ConfigError);
 }
 
 }  // namespace

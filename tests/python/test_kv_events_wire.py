@@ -20,7 +20,7 @@ KVTIER = os.environ.get("KVTIER_BIN", "build/release/kvtier")
 # Every test here runs the CLI; without it they skip (a failed one left ZMQ sockets that kept the interpreter from exiting).
 pytestmark = pytest.mark.skipif(not os.access(KVTIER, os.X_OK), reason=f"no kvtier CLI at {KVTIER} (set KVTIER_BIN)")
 SCRIPTS = os.path.join(os.path.dirname(__file__), "..", "scripts")
-MEDIUM = {"device": "GPU", "host_pinned": "CPU"}
+MEDIUM = {"device": "GPU", "host_pinned": "CPU_PINNED"}
 
 
 def free_port():
@@ -117,8 +117,40 @@ def test_every_batch_on_the_wire_equals_the_events_the_script_reports():
         wire = decode(replayed[seq])
         assert wire == [expected_wire_event(e, block_size) for e in events]
         tiers.update(e["tier"] for e in events)
-    assert tiers == {"device", "host_pinned"}  # G1 and G2 both appear: "GPU" and "CPU"
+    assert tiers == {"device", "host_pinned"}  # G1 and G2 both appear: "GPU" and "CPU_PINNED"
     assert f"{len(batches)} batches on tcp://127.0.0.1:" in err
+    ctx.destroy(linger=0)
+
+
+@pytest.mark.parametrize("encoding, medium_g2", [("map", "CPU_PINNED"), ("array", "CPU")])
+def test_msgspec_decodes_every_batch_with_vllms_own_types(encoding, medium_g2):
+    msgspec = pytest.importorskip("msgspec")
+    import vllm_kv_event_types as vllm
+
+    script = os.path.join(SCRIPTS, "offload_swap_cycle.jsonl")
+    ctx, sub, proc, replay_endpoint = run_script(
+        script, ["--kv-events-encoding", encoding, "--kv-events-medium-g2", medium_g2])
+    time.sleep(0.5)  # the script takes milliseconds; its sockets stay up 4 s
+    replayed = replay_from(ctx, replay_endpoint, 0)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    lines = script_lines(out)
+    block_size = lines[0]["block_size"]
+    batches = [line["events"] for line in lines if line.get("events")]
+    assert sorted(replayed) == list(range(len(batches)))
+    decode_batch = vllm.decoder(encoding)
+    media = set()
+    for seq, events in enumerate(batches):
+        batch = decode_batch.decode(replayed[seq])  # raises on any tag, field or type vLLM would refuse
+        assert batch.data_parallel_rank == 0
+        decoded = [{"type": type(e).__name__.removeprefix("Array"), **msgspec.structs.asdict(e)} for e in batch.events]
+        for got, event in zip(decoded, events, strict=True):
+            want = expected_wire_event(event, block_size)
+            if event["tier"] == "host_pinned":
+                want["medium"] = medium_g2
+            assert {k: got.get(k) for k in want} == want  # the array family has no lora_name: None either way
+            media.add(got["medium"])
+    assert media == {"GPU", medium_g2}
     ctx.destroy(linger=0)
 
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "kvtier/core/kv_event_sink.hpp"
+#include "kvtier/events/vllm_event_encoding.hpp"
 
 namespace kvtier::events {
 
@@ -56,6 +57,7 @@ struct ZmqPublisherConfig {
   std::uint32_t block_size = 16;     // BlockStored's block_size
   std::uint32_t data_parallel_rank = 0;
   ReplayFormat replay_format = ReplayFormat::Current;
+  VllmWireFormat wire{};  // event encoding (map | array) and each tier's medium name
   EndpointMode endpoint_mode = EndpointMode::Auto;
   /// How long one replay answer may wait for a DEALER that does not read
   /// before that replay is abandoned (counted in replays_abandoned).
