@@ -35,6 +35,7 @@ def replay_from(ctx, endpoint, start, topic=b"kv", current=True):
     and the end marker ["", "", -1, ""]; before it (current=False) without the topic."""
     dealer = ctx.socket(zmq.DEALER)
     dealer.setsockopt(zmq.LINGER, 0)
+    dealer.setsockopt(zmq.SNDTIMEO, 10000)  # a send with no peer yet waits, never forever
     dealer.connect(endpoint)
     dealer.send_multipart([b"", start.to_bytes(8, "big")])
     batches = {}
@@ -89,24 +90,37 @@ def run_script(script, extra):
     return ctx, sub, proc, f"tcp://127.0.0.1:{rep}"
 
 
-def script_lines(out):
-    return [json.loads(line) for line in out.splitlines()]
+def operation_lines(script):
+    """How many answers a script gets: one per line that is not blank or a comment."""
+    with open(script) as f:
+        return sum(1 for line in f if line.strip() and not line.lstrip().startswith("#"))
+
+
+def answers_then_replay(ctx, proc, script, replay_endpoint, topic=b"kv", current=True):
+    """The script's answers (all written before its sockets linger), then every
+    batch they report from the replay socket: asked again until the sending
+    thread has buffered them all (a loaded machine may lag)."""
+    lines = [json.loads(proc.stdout.readline()) for _ in range(operation_lines(script))]
+    expected = sum(1 for line in lines if line.get("events"))
+    deadline = time.time() + 20
+    while True:
+        replayed = replay_from(ctx, replay_endpoint, 0, topic=topic, current=current)
+        if len(replayed) >= expected or time.time() > deadline:
+            return lines, replayed
+        time.sleep(0.2)
 
 
 def test_every_batch_on_the_wire_equals_the_events_the_script_reports():
     script = os.path.join(SCRIPTS, "offload_swap_cycle.jsonl")
     ctx, sub, proc, replay_endpoint = run_script(script, [])
+    lines, replayed = answers_then_replay(ctx, proc, script, replay_endpoint)
     live = {}
-    deadline = time.time() + 1.5  # the script takes milliseconds; its sockets stay up 4 s
-    while time.time() < deadline:
-        if sub.poll(100):
-            topic, seq, payload = sub.recv_multipart()
-            assert topic == b"kv" and len(seq) == 8
-            live[int.from_bytes(seq, "big")] = payload
-    replayed = replay_from(ctx, replay_endpoint, 0)
-    out, err = proc.communicate(timeout=30)
+    while sub.poll(200):  # what reached the live socket meanwhile (the first batches may precede the subscription)
+        topic, seq, payload = sub.recv_multipart()
+        assert topic == b"kv" and len(seq) == 8
+        live[int.from_bytes(seq, "big")] = payload
+    _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
-    lines = script_lines(out)
     block_size = lines[0]["block_size"]
     batches = [line["events"] for line in lines if line.get("events")]
     assert sorted(replayed) == list(range(len(batches))), "sequence numbers run 0, 1, 2, ... one per batch"
@@ -130,11 +144,9 @@ def test_msgspec_decodes_every_batch_with_vllms_own_types(encoding, medium_g2):
     script = os.path.join(SCRIPTS, "offload_swap_cycle.jsonl")
     ctx, sub, proc, replay_endpoint = run_script(
         script, ["--kv-events-encoding", encoding, "--kv-events-medium-g2", medium_g2])
-    time.sleep(0.5)  # the script takes milliseconds; its sockets stay up 4 s
-    replayed = replay_from(ctx, replay_endpoint, 0)
-    out, err = proc.communicate(timeout=30)
+    lines, replayed = answers_then_replay(ctx, proc, script, replay_endpoint)
+    _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
-    lines = script_lines(out)
     block_size = lines[0]["block_size"]
     batches = [line["events"] for line in lines if line.get("events")]
     assert sorted(replayed) == list(range(len(batches)))
