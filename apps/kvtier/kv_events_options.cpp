@@ -68,6 +68,8 @@ class ZmqOutput final : public KvEventsOutput {
            std::to_string(s.replays_served) + " replay requests served, " + std::to_string(s.replays_abandoned) +
            " abandoned";
   }
+  std::uint64_t events_received() const override { return publisher_->stats().events; }
+  std::uint64_t events_dropped() const override { return publisher_->stats().events_dropped; }
 
  private:
   std::shared_ptr<events::ZmqEventPublisher> publisher_;

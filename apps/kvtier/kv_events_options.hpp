@@ -40,6 +40,9 @@ class KvEventsOutput {
   /// Sends what is queued, keeps the sockets up for --kv-events-linger, and
   /// says what went out ("KV events: ...").
   virtual std::string finish() = 0;
+  /// Events received so far, and those lost with the batches a full queue dropped.
+  virtual std::uint64_t events_received() const = 0;
+  virtual std::uint64_t events_dropped() const = 0;
 };
 
 /// nullptr when no endpoint was given. ConfigError for an endpoint that cannot

@@ -15,6 +15,7 @@
 #include "kvtier/replay/default_workload.hpp"
 #include "kvtier/replay/replayer.hpp"
 #include "kv_events_options.hpp"
+#include "metrics_options.hpp"
 #include "option_checks.hpp"
 #include "result_table.hpp"
 
@@ -46,6 +47,7 @@ struct ReplayOptions {
   std::vector<std::uint32_t> sweep_capacity;  // non-empty: one replay per G1 capacity
   std::uint64_t seed = 0;
   KvEventsOptions kv_events;
+  MetricsOptions metrics;
 };
 
 /// A progress bar on stderr, drawn only when stderr is a terminal and at
@@ -217,6 +219,7 @@ int run(const ReplayOptions& o) {
   const std::string runtime_name = memory::runtime_kind_name(runtime->kind());
   if (!o.sweep_capacity.empty()) {
     if (!o.kv_events.endpoint.empty()) throw ConfigError("--kv-events publishes one replay, not a --sweep-capacity");
+    if (o.metrics.port || !o.metrics.file.empty()) throw ConfigError("--metrics-* report one replay, not a --sweep-capacity");
     return run_sweep(o, config, *runtime, requests, workload);
   }
   const auto kv_events = open_kv_events(o.kv_events, config.manager.block_size, config.manager.dp_rank);
@@ -224,6 +227,17 @@ int run(const ReplayOptions& o) {
     config.event_sinks.push_back(kv_events->sink());
     config.step_end = [out = kv_events.get()] { out->flush(); };  // one batch per scheduler step
     config.emit_token_ids = true;  // vLLM's BlockStored carries them
+  }
+  const auto metrics = open_metrics(o.metrics);
+  if (metrics) {
+    config.observe_metrics = [out = metrics.get(), events = kv_events.get()](const metrics::KvMetrics& m,
+                                                                             std::optional<double> step_seconds) {
+      if (!events) return out->update(m, step_seconds);
+      metrics::KvMetrics with_events = m;
+      with_events.events_dropped = events->events_dropped();
+      with_events.events_published = events->events_received() - with_events.events_dropped;
+      out->update(with_events, step_seconds);
+    };
   }
   ProgressBar bar("replay");
   config.progress = [&bar](std::size_t done, std::size_t total) { bar.update(done, total); };
@@ -235,6 +249,7 @@ int run(const ReplayOptions& o) {
   if (kv_events) std::cout << kv_events->finish() << '\n';
   if (!o.json.empty()) write_json(o.json, json);
   if (!o.csv.empty()) write_csv(o.csv, nlohmann::ordered_json::array({json}));
+  if (metrics) metrics->finish();
   return report.mismatches == 0 ? 0 : 1;
 }
 
@@ -273,6 +288,7 @@ void add_replay_command(CLI::App& app, int& exit_code) {
       ->excludes(capacity)
       ->excludes(fraction);
   add_kv_events_options(*cmd, o->kv_events);
+  add_metrics_options(*cmd, o->metrics);
   cmd->add_option("--seed", o->seed, "built-in workload and output tokens")->capture_default_str();
   cmd->callback([o, eviction, &exit_code] {
     o->eviction_given = eviction->count() > 0;

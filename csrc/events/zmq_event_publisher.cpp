@@ -199,6 +199,7 @@ void ZmqEventPublisher::flush() {
   stats_.events += batch.events.size();
   if (queue_.size() >= config_.max_queue) {
     ++stats_.batches_dropped;  // never block the allocator: a slow subscriber loses batches
+    stats_.events_dropped += batch.events.size();
     return;
   }
   queue_.push_back(std::move(batch));

@@ -11,25 +11,12 @@
 #include "kvtier/core/page_pattern.hpp"
 #include "kvtier/driver/request_driver.hpp"
 #include "kvtier/memory/kv_pool.hpp"
+#include "kvtier/metrics/tier_event_counter.hpp"
 #include "kvtier/offload/offload_engine.hpp"
 #include "kvtier/replay/token_kv_writer.hpp"
 
 namespace kvtier::replay {
 namespace {
-
-/// Counts what the replay reports from the manager's events.
-class CountingSink final : public KvEventSink {
- public:
-  void publish(const KvEvent& event) override {
-    if (const auto* removed = std::get_if<KvRemoved>(&event.data)) {
-      if (event.tier == StorageTier::Device) evicted += removed->hashes.size();
-    } else if (event.tier == StorageTier::HostPinned) {
-      landed += std::get<KvStored>(event.data).blocks.size();
-    }
-  }
-  std::size_t evicted = 0;
-  std::size_t landed = 0;
-};
 
 struct Request {
   std::size_t index = 0;
@@ -96,16 +83,21 @@ class Replay {
         now_ = requests_[next_arrival_].timestamp_ms;  // idle: jump to the next arrival
         continue;
       }
+      const auto step_start = std::chrono::steady_clock::now();
       step();
       writer_->flush();  // the step's forward pass has run
       if (config_.step_end) config_.step_end();
+      if (config_.observe_metrics) {
+        const std::chrono::duration<double> took = std::chrono::steady_clock::now() - step_start;
+        config_.observe_metrics(kv_metrics(), took.count());
+      }
       now_ += config_.step_ms;
       if (config_.progress) config_.progress(report_.requests - waiting_.size() - running_.size(), requests_.size());
     }
     manager_->collect_offloads(true);
     if (config_.step_end) config_.step_end();  // the last collect's events
-    report_.evictions = sink_->evicted;
-    report_.swap_outs = sink_->landed;
+    report_.evictions = sink_->removed(metrics::Tier::G1);
+    report_.swap_outs = sink_->stored(metrics::Tier::G2);
     report_.swap_out_bytes = report_.swap_outs * pool_->layout().page_bytes();
     report_.swap_in_bytes = report_.swap_ins * pool_->layout().page_bytes();
     report_.kv_tokens_written = writer_->tokens_written();
@@ -117,10 +109,25 @@ class Replay {
     }
     report_.virtual_ms = now_;
     report_.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (config_.observe_metrics) config_.observe_metrics(kv_metrics(), std::nullopt);
     return report_;
   }
 
  private:
+  /// The tiers now and the report's counters so far.
+  metrics::KvMetrics kv_metrics() const {
+    metrics::KvMetrics m;
+    metrics::read_tiers(*manager_, engine_.get(), m);
+    sink_->add_to(m);
+    m.query_blocks = report_.prompt_blocks;
+    m.tier(metrics::Tier::G1).hit_blocks = report_.g1_hit_blocks;
+    m.tier(metrics::Tier::G2).hit_blocks = report_.g2_hit_blocks;
+    m.allocator_operations = report_.allocator_ops;
+    m.pages_verified = report_.pages_verified;
+    m.verify_mismatches = report_.mismatches;
+    return m;
+  }
+
   void arrive() {
     const TraceRequest& trace = requests_[next_arrival_];
     ActiveSequence sequence(synthesize_prompt(trace),
@@ -409,7 +416,7 @@ class Replay {
   std::unique_ptr<TokenKvWriter> writer_;
   std::vector<std::uint64_t> identity_buffer_;
   std::shared_ptr<offload::OffloadEngine> engine_;  // after pool_: reads its pages
-  std::shared_ptr<CountingSink> sink_ = std::make_shared<CountingSink>();
+  std::shared_ptr<metrics::TierEventCounter> sink_ = std::make_shared<metrics::TierEventCounter>();  // evictions, landings
   std::unique_ptr<g1::G1Manager> manager_;
   std::deque<Request> waiting_;
   std::vector<Request> running_;

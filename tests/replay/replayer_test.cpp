@@ -88,6 +88,54 @@ TEST(Replayer, AnOffloadTierTurnsEvictedPrefixesIntoG2HitsWithTheirBytes) {
   }
 }
 
+TEST(Replayer, ItsMetricsAfterEveryStepGrowAndEndAtTheReportsFigures) {
+  memory::HostRuntime runtime;
+  for (const g1::G1Backend backend : {g1::G1Backend::Native, g1::G1Backend::Kvbm}) {
+    ReplayConfig config = small(24, 64);
+    config.manager.backend = backend;
+    config.max_running = 1;
+    config.host_blocks = 64;
+    std::vector<metrics::KvMetrics> seen;
+    std::size_t steps_timed = 0;
+    config.observe_metrics = [&](const metrics::KvMetrics& m, std::optional<double> step_seconds) {
+      seen.push_back(m);
+      if (step_seconds) {
+        EXPECT_GE(*step_seconds, 0.0);
+        ++steps_timed;
+      }
+    };
+    const auto report = replay(runtime, config,
+                               {request(0, {1}), request(1, {2}), request(2, {3}), request(3, {4}), request(4, {1, 5})});
+    ASSERT_EQ(seen.size(), report.steps + 1) << g1::backend_name(backend);  // every step, then the end
+    EXPECT_EQ(steps_timed, report.steps);
+    for (std::size_t i = 1; i < seen.size(); ++i) {
+      EXPECT_GE(seen[i].query_blocks, seen[i - 1].query_blocks);
+      EXPECT_GE(seen[i].tier(metrics::Tier::G1).evicted_blocks, seen[i - 1].tier(metrics::Tier::G1).evicted_blocks);
+      EXPECT_GE(seen[i].allocator_operations, seen[i - 1].allocator_operations);
+    }
+    const metrics::KvMetrics& end = seen.back();
+    EXPECT_EQ(end.query_blocks, report.prompt_blocks);
+    EXPECT_EQ(end.tier(metrics::Tier::G1).hit_blocks, report.g1_hit_blocks);
+    EXPECT_EQ(end.tier(metrics::Tier::G2).hit_blocks, report.g2_hit_blocks);
+    EXPECT_EQ(end.miss_blocks(metrics::Tier::G1), report.prompt_blocks - report.g1_hit_blocks);
+    EXPECT_EQ(end.miss_blocks(metrics::Tier::G2), report.prompt_blocks - report.g1_hit_blocks - report.g2_hit_blocks);
+    EXPECT_EQ(end.tier(metrics::Tier::G1).evicted_blocks, report.evictions);
+    EXPECT_EQ(end.tier(metrics::Tier::G2).stored_blocks, report.swap_outs);
+    EXPECT_EQ(end.g1_to_g2.blocks, report.swap_outs);
+    EXPECT_EQ(end.g1_to_g2.bytes, report.swap_out_bytes);
+    EXPECT_EQ(end.g2_to_g1.blocks, report.swap_ins);
+    EXPECT_EQ(end.g2_to_g1.bytes, report.swap_in_bytes);
+    EXPECT_EQ(end.allocator_operations, report.allocator_ops);
+    EXPECT_EQ(end.pages_verified, report.pages_verified);
+    EXPECT_EQ(end.verify_mismatches, 0U);
+    EXPECT_TRUE(end.tier(metrics::Tier::G2).present);
+    EXPECT_EQ(end.tier(metrics::Tier::G1).capacity_blocks, 24U);
+    EXPECT_EQ(end.tier(metrics::Tier::G1).used_blocks, 0U);  // every request finished
+    EXPECT_EQ(end.tier(metrics::Tier::G2).capacity_blocks, 64U);
+    EXPECT_EQ(end.tier(metrics::Tier::G2).used_blocks, report.swap_outs - end.tier(metrics::Tier::G2).evicted_blocks);
+  }
+}
+
 TEST(Replayer, InjectedCopyFaultsDropBlocksButNeverCorruptOne) {
   memory::HostRuntime runtime;
   for (const g1::G1Backend backend : {g1::G1Backend::Native, g1::G1Backend::Kvbm}) {

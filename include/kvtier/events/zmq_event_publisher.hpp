@@ -68,6 +68,7 @@ struct ZmqPublisherStats {
   std::uint64_t events = 0;           // events received
   std::uint64_t batches_queued = 0;
   std::uint64_t batches_dropped = 0;  // the queue was full
+  std::uint64_t events_dropped = 0;   // the events of those batches
   std::uint64_t batches_sent = 0;
   std::uint64_t replays_served = 0;
   std::uint64_t replays_abandoned = 0;  // the client stopped reading (or left) before the end marker

@@ -81,6 +81,8 @@ class OffloadEngine final : public g1::OffloadTier {
   std::uint64_t staged_transfers() const noexcept { return staged_transfers_; }
   /// The G2 slab (tests corrupt it to exercise verify_swaps).
   memory::KvPool& host_pool() noexcept { return host_pool_; }
+  /// Bytes of one page (G1 and G2 pages have the same layout).
+  std::size_t page_bytes() const noexcept { return host_pool_.layout().page_bytes(); }
   /// The page of G2 holding `plh`, when resident.
   std::optional<std::uint32_t> host_page(const PositionalLineageHash& plh) const { return registry_.resident_page(plh); }
   /// Every block resident in G2 with its page, in page order.

@@ -18,6 +18,7 @@
 #include "kvtier/core/kv_layout.hpp"
 #include "kvtier/g1/g1_manager.hpp"
 #include "kvtier/memory/runtime.hpp"
+#include "kvtier/metrics/kv_metrics.hpp"
 #include "kvtier/replay/trace.hpp"
 
 namespace kvtier::replay {
@@ -50,6 +51,10 @@ struct ReplayConfig {
   std::function<void()> step_end{};
   /// Stored events carry the blocks' token ids (what vLLM's BlockStored sends).
   bool emit_token_ids = false;
+  /// Called after every scheduler step with the metrics so far and the
+  /// step's wall time, and once more after the last collect (no step time):
+  /// the Prometheus exporter. Its figures agree with the report's.
+  std::function<void(const metrics::KvMetrics&, std::optional<double> step_seconds)> observe_metrics{};
 };
 
 struct ReplayReport {

@@ -1,0 +1,40 @@
+#include "kvtier/metrics/kv_metrics.hpp"
+
+namespace kvtier::metrics {
+
+const char* tier_label(Tier tier) noexcept { return tier == Tier::G1 ? "G1" : "G2"; }
+
+std::uint64_t KvMetrics::miss_blocks(Tier t) const noexcept {
+  std::uint64_t found = 0;
+  for (const Tier above : kTiers) {
+    found += tier(above).hit_blocks;
+    if (above == t) break;
+  }
+  return query_blocks > found ? query_blocks - found : 0;
+}
+
+void read_tiers(const g1::G1Manager& manager, const offload::OffloadEngine* engine, KvMetrics& out) {
+  const g1::G1Metrics g1 = manager.metrics();
+  TierMetrics& device = out.tier(Tier::G1);
+  device.present = true;
+  device.capacity_blocks = manager.max_capacity();
+  device.used_blocks = g1.active_blocks;
+  device.cached_blocks = g1.inactive_blocks;
+  TierMetrics& host = out.tier(Tier::G2);
+  host.present = engine != nullptr;
+  if (engine == nullptr) return;
+  const g1::TierStats stats = engine->stats();
+  host.capacity_blocks = stats.capacity;
+  host.used_blocks = stats.used;
+  host.cached_blocks = stats.used;
+  host.checksum_failures = stats.verify_failures;
+  out.failed_transfers = stats.failed_transfers;
+  const std::uint64_t page = engine->page_bytes();
+  const auto copies = [page](const offload::CopyUsage& usage) {
+    return TransferMetrics{.transfers = usage.transfers, .blocks = usage.bytes / page, .bytes = usage.bytes};
+  };
+  out.g1_to_g2 = copies(engine->swap_out_usage());
+  out.g2_to_g1 = copies(engine->swap_in_usage());
+}
+
+}  // namespace kvtier::metrics

@@ -1,0 +1,184 @@
+#include "kvtier/metrics/prometheus_metrics.hpp"
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include <array>
+#include <vector>
+
+namespace kvtier::metrics {
+namespace {
+
+/// A Prometheus counter fed with running totals.
+class TotalCounter {
+ public:
+  explicit TotalCounter(prometheus::Counter& counter) : counter_(&counter) {}
+  void advance_to(double total) {
+    if (total <= last_) return;
+    counter_->Increment(total - last_);
+    last_ = total;
+  }
+
+ private:
+  prometheus::Counter* counter_;
+  double last_ = 0.0;
+};
+
+/// Wall times of one scheduler step: 10 µs to 1 s.
+const std::vector<double> kStepBuckets{1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 1e-2, 5e-2, 1e-1, 5e-1, 1.0};
+
+}  // namespace
+
+struct PrometheusMetrics::Series {
+  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+  prometheus::Family<prometheus::Gauge>& usage_perc = gauge("kvtier:kv_cache_usage_perc",
+      "Fraction of the tier's blocks in use (G1: held by running requests; G2: resident or landing), 0 to 1");
+  prometheus::Family<prometheus::Gauge>& capacity = gauge("kvtier:kv_cache_capacity_blocks", "Blocks the tier holds at most");
+  prometheus::Family<prometheus::Gauge>& used = gauge("kvtier:kv_cache_used_blocks",
+      "Blocks in use (G1: held by running requests; G2: resident or landing)");
+  prometheus::Family<prometheus::Gauge>& cached = gauge("kvtier:kv_cache_cached_blocks",
+      "Blocks kept for reuse that no request holds (G1: inactive; G2: resident or landing)");
+  prometheus::Family<prometheus::Counter>& hits = counter("kvtier:prefix_cache_hit_blocks_total",
+      "Prompt blocks found in the tier after missing every tier above it, at a request's first admission");
+  prometheus::Family<prometheus::Counter>& misses = counter("kvtier:prefix_cache_miss_blocks_total",
+      "Prompt blocks that missed the tier and every tier above it, at a request's first admission");
+  prometheus::Family<prometheus::Counter>& stored = counter("kvtier:kv_cache_stored_blocks_total",
+      "Blocks that became visible in the tier (KV Stored events)");
+  prometheus::Family<prometheus::Counter>& evicted = counter("kvtier:kv_cache_evicted_blocks_total",
+      "Blocks whose last copy left the tier (KV Removed events)");
+  prometheus::Family<prometheus::Counter>& checksum_failures = counter("kvtier:kv_checksum_failures_total",
+      "Blocks whose checksum no longer matched when read back (dropped, never served)");
+  prometheus::Family<prometheus::Counter>& transfer_blocks = counter("kvtier:kv_transfer_blocks_total",
+      "Blocks moved between tiers by completed copies");
+  prometheus::Family<prometheus::Counter>& transfer_bytes = counter("kvtier:kv_transfer_bytes_total",
+      "Bytes moved between tiers by completed copies");
+  prometheus::Family<prometheus::Counter>& transfers = counter("kvtier:kv_transfers_total",
+      "Completed copy transfers between tiers (one batched submission each)");
+
+  TotalCounter queries{counter("kvtier:prefix_cache_query_blocks_total",
+                               "Full prompt blocks asked for at a request's first admission").Add({})};
+  TotalCounter failed_transfers{counter("kvtier:kv_transfer_failures_total",
+                                        "Copies that failed: their blocks were dropped, not served").Add({})};
+  TotalCounter operations{counter("kvtier:allocator_operations_total", "Calls into the G1 manager").Add({})};
+  TotalCounter pages_verified{counter("kvtier:kv_verified_pages_total",
+                                      "Reused pages checked against the K/V their tokens must hold").Add({})};
+  TotalCounter mismatches{counter("kvtier:kv_verify_mismatches_total",
+                                  "Reused pages whose bytes were not their tokens' K/V").Add({})};
+  TotalCounter events_published{counter("kvtier:kv_events_published_total",
+                                        "KV events handed to their consumers (the ZMQ publisher or Python)").Add({})};
+  TotalCounter events_dropped{counter("kvtier:kv_events_dropped_total",
+                                      "KV events lost to a full queue").Add({})};
+  prometheus::Histogram& step_seconds =
+      prometheus::BuildHistogram()
+          .Name("kvtier:scheduler_step_duration_seconds")
+          .Help("Wall time of one scheduler step: allocator calls, K/V writes and checks")
+          .Register(*registry)
+          .Add({}, kStepBuckets);
+
+  struct TierSeries {
+    prometheus::Gauge* usage_perc;
+    prometheus::Gauge* capacity;
+    prometheus::Gauge* used;
+    prometheus::Gauge* cached;
+    TotalCounter hits;
+    TotalCounter misses;
+    TotalCounter stored;
+    TotalCounter evicted;
+    std::optional<TotalCounter> checksum_failures;  // tiers that checksum what they hold (not G1)
+  };
+  struct TransferSeries {
+    TotalCounter blocks;
+    TotalCounter bytes;
+    TotalCounter transfers;
+  };
+  // A tier's series appear with the tier (G2 only when an offload tier is attached).
+  std::array<std::optional<TierSeries>, kTiers.size()> tiers{};
+  std::optional<TransferSeries> g1_to_g2;
+  std::optional<TransferSeries> g2_to_g1;
+
+  prometheus::Family<prometheus::Gauge>& gauge(const std::string& name, const std::string& help) {
+    return prometheus::BuildGauge().Name(name).Help(help).Register(*registry);
+  }
+  prometheus::Family<prometheus::Counter>& counter(const std::string& name, const std::string& help) {
+    return prometheus::BuildCounter().Name(name).Help(help).Register(*registry);
+  }
+
+  TierSeries& tier(Tier t) {
+    auto& slot = tiers[static_cast<std::size_t>(t)];
+    if (!slot) {
+      const prometheus::Labels label{{"tier", tier_label(t)}};
+      slot.emplace(TierSeries{.usage_perc = &usage_perc.Add(label),
+                              .capacity = &capacity.Add(label),
+                              .used = &used.Add(label),
+                              .cached = &cached.Add(label),
+                              .hits = TotalCounter(hits.Add(label)),
+                              .misses = TotalCounter(misses.Add(label)),
+                              .stored = TotalCounter(stored.Add(label)),
+                              .evicted = TotalCounter(evicted.Add(label)),
+                              .checksum_failures = std::nullopt});
+      if (t != Tier::G1) slot->checksum_failures.emplace(checksum_failures.Add(label));
+    }
+    return *slot;
+  }
+
+  TransferSeries& transfer(std::optional<TransferSeries>& slot, const char* from, const char* to) {
+    if (!slot) {
+      const prometheus::Labels labels{{"from", from}, {"to", to}};
+      slot.emplace(TransferSeries{.blocks = TotalCounter(transfer_blocks.Add(labels)),
+                                  .bytes = TotalCounter(transfer_bytes.Add(labels)),
+                                  .transfers = TotalCounter(transfers.Add(labels))});
+    }
+    return *slot;
+  }
+};
+
+PrometheusMetrics::PrometheusMetrics() : series_(std::make_unique<Series>()) {}
+PrometheusMetrics::~PrometheusMetrics() = default;
+
+void PrometheusMetrics::update(const KvMetrics& m) {
+  Series& s = *series_;
+  const auto total = [](std::uint64_t n) { return static_cast<double>(n); };
+  for (const Tier t : kTiers) {
+    const TierMetrics& tier = m.tier(t);
+    if (!tier.present) continue;
+    Series::TierSeries& out = s.tier(t);
+    out.capacity->Set(total(tier.capacity_blocks));
+    out.used->Set(total(tier.used_blocks));
+    out.cached->Set(total(tier.cached_blocks));
+    out.usage_perc->Set(tier.capacity_blocks == 0 ? 0.0 : total(tier.used_blocks) / total(tier.capacity_blocks));
+    out.hits.advance_to(total(tier.hit_blocks));
+    out.misses.advance_to(total(m.miss_blocks(t)));
+    out.stored.advance_to(total(tier.stored_blocks));
+    out.evicted.advance_to(total(tier.evicted_blocks));
+    if (out.checksum_failures) out.checksum_failures->advance_to(total(tier.checksum_failures));
+  }
+  if (m.tier(Tier::G2).present) {
+    for (auto [slot, from, to, copies] : {std::tuple{&s.g1_to_g2, "G1", "G2", &m.g1_to_g2},
+                                          std::tuple{&s.g2_to_g1, "G2", "G1", &m.g2_to_g1}}) {
+      Series::TransferSeries& out = s.transfer(*slot, from, to);
+      out.blocks.advance_to(total(copies->blocks));
+      out.bytes.advance_to(total(copies->bytes));
+      out.transfers.advance_to(total(copies->transfers));
+    }
+    s.failed_transfers.advance_to(total(m.failed_transfers));
+  }
+  s.queries.advance_to(total(m.query_blocks));
+  s.operations.advance_to(total(m.allocator_operations));
+  s.pages_verified.advance_to(total(m.pages_verified));
+  s.mismatches.advance_to(total(m.verify_mismatches));
+  s.events_published.advance_to(total(m.events_published));
+  s.events_dropped.advance_to(total(m.events_dropped));
+}
+
+void PrometheusMetrics::observe_step(double seconds) { series_->step_seconds.Observe(seconds); }
+
+std::string PrometheusMetrics::text() const {
+  return prometheus::TextSerializer().Serialize(series_->registry->Collect());
+}
+
+std::shared_ptr<prometheus::Registry> PrometheusMetrics::registry() const noexcept { return series_->registry; }
+
+}  // namespace kvtier::metrics

@@ -1,0 +1,23 @@
+#include "kvtier/metrics/tier_event_counter.hpp"
+
+#include <variant>
+
+namespace kvtier::metrics {
+
+void TierEventCounter::publish(const KvEvent& event) {
+  const std::size_t tier = index(event.tier == StorageTier::Device ? Tier::G1 : Tier::G2);
+  if (const auto* removed = std::get_if<KvRemoved>(&event.data)) {
+    removed_[tier].fetch_add(removed->hashes.size(), std::memory_order_relaxed);
+  } else {
+    stored_[tier].fetch_add(std::get<KvStored>(event.data).blocks.size(), std::memory_order_relaxed);
+  }
+}
+
+void TierEventCounter::add_to(KvMetrics& out) const {
+  for (const Tier tier : kTiers) {
+    out.tier(tier).stored_blocks = stored(tier);
+    out.tier(tier).evicted_blocks = removed(tier);
+  }
+}
+
+}  // namespace kvtier::metrics

@@ -1,0 +1,63 @@
+#pragma once
+// What kvtier tells operators, as plain numbers: each tier's usage now, and
+// counters since the start (hits, misses, evictions, blocks and bytes moved
+// each way, failures, events). The tiers' part is read from the manager and
+// the offload engine; the request-level part (queries, hits, verification)
+// comes from the front door that admits requests (the replay, Python).
+// PrometheusMetrics exposes it; docs/metrics.md names every series.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "kvtier/g1/g1_manager.hpp"
+#include "kvtier/offload/offload_engine.hpp"
+
+namespace kvtier::metrics {
+
+enum class Tier : std::uint8_t { G1, G2 };
+inline constexpr std::array<Tier, 2> kTiers{Tier::G1, Tier::G2};
+/// "G1" or "G2": the `tier` label.
+const char* tier_label(Tier tier) noexcept;
+
+struct TierMetrics {
+  bool present = false;              // G2 only when an offload tier is attached
+  std::size_t capacity_blocks = 0;
+  std::size_t used_blocks = 0;       // G1: held by requests; G2: resident or landing
+  std::size_t cached_blocks = 0;     // G1: inactive (reusable, evictable); G2: resident or landing
+  std::uint64_t hit_blocks = 0;      // prompt blocks found here after missing every tier above
+  std::uint64_t stored_blocks = 0;   // Stored events
+  std::uint64_t evicted_blocks = 0;  // Removed events: the tier's last copy left
+  std::uint64_t checksum_failures = 0;  // G2: a block whose XXH3 no longer matched (verify_swaps)
+};
+
+/// Completed copies of one direction (the offload engine's count).
+struct TransferMetrics {
+  std::uint64_t transfers = 0;
+  std::uint64_t blocks = 0;
+  std::uint64_t bytes = 0;
+};
+
+struct KvMetrics {
+  std::array<TierMetrics, kTiers.size()> tiers{};
+  std::uint64_t query_blocks = 0;  // full prompt blocks asked for at a request's first admission
+  TransferMetrics g1_to_g2;
+  TransferMetrics g2_to_g1;
+  std::uint64_t failed_transfers = 0;  // copies that failed: their blocks were dropped, not served
+  std::uint64_t allocator_operations = 0;
+  std::uint64_t pages_verified = 0;     // reused pages checked against their tokens' K/V
+  std::uint64_t verify_mismatches = 0;
+  std::uint64_t events_published = 0;   // KV events handed to the wire (or to Python)
+  std::uint64_t events_dropped = 0;     // lost to a full queue
+
+  TierMetrics& tier(Tier t) noexcept { return tiers[static_cast<std::size_t>(t)]; }
+  const TierMetrics& tier(Tier t) const noexcept { return tiers[static_cast<std::size_t>(t)]; }
+  /// Queried blocks that missed this tier and every tier above it.
+  std::uint64_t miss_blocks(Tier t) const noexcept;
+};
+
+/// Fills the tiers' gauges, the G2 checksum failures, failed transfers and
+/// the copies each way from the manager and its offload engine (nullptr:
+/// no G2). Request-level counters and events are left as they are.
+void read_tiers(const g1::G1Manager& manager, const offload::OffloadEngine* engine, KvMetrics& out);
+
+}  // namespace kvtier::metrics
