@@ -52,14 +52,10 @@ bool replay_through_backend(const RequestStream& s, g1::G1Manager& manager) {
 
 bool replay_through_floor(const RequestStream& s) {
   MinimalAllocator floor(s.pages);
-  std::deque<std::size_t> live;
+  std::vector<std::vector<std::uint32_t>> tables(s.live + 1);  // a ring: each live request's page ids
   for (std::size_t r = 0; r < s.requests.size(); ++r) {
-    if (live.size() == s.live) {
-      floor.release(s.requests[live.front()].deref.blocks);
-      live.pop_front();
-    }
-    if (!floor.use(s.requests[r].use.blocks)) return false;
-    live.push_back(r);
+    if (r >= s.live) floor.release(tables[(r - s.live) % tables.size()]);
+    if (!floor.use(s.requests[r].use.blocks, tables[r % tables.size()])) return false;
   }
   return true;
 }

@@ -54,26 +54,25 @@ void MinimalAllocator::push_tail(std::uint32_t page) {
   ++unowned_;
 }
 
-bool MinimalAllocator::use(std::span<const UniqueBlock> blocks) {
-  found_.clear();
-  std::size_t misses = 0;
+bool MinimalAllocator::use(std::span<const UniqueBlock> blocks, std::vector<std::uint32_t>& table) {
+  table.clear();
   std::size_t unowned_hits = 0;
   for (const UniqueBlock& block : blocks) {
     const std::uint32_t page = find(block.hash().value());
-    found_.push_back(page);
-    if (page == kNone) {
-      ++misses;
-    } else if (pages_[page].refs == 0) {
-      ++unowned_hits;
-    }
+    if (page == kNone) break;  // the cached prefix ends here
+    table.push_back(page);
+    if (pages_[page].refs == 0) ++unowned_hits;
   }
-  if (misses > (pages_.size() - next_fresh_) + unowned_ - unowned_hits) return false;
-  for (std::size_t i = 0; i < blocks.size(); ++i) {
-    std::uint32_t page = found_[i];
-    if (page != kNone) {
-      if (pages_[page].refs++ == 0) unlink(page);
-      continue;
-    }
+  const std::size_t misses = blocks.size() - table.size();
+  if (misses > (pages_.size() - next_fresh_) + unowned_ - unowned_hits) {
+    table.clear();
+    return false;
+  }
+  for (const std::uint32_t page : table) {
+    if (pages_[page].refs++ == 0) unlink(page);
+  }
+  for (std::size_t i = table.size(); i < blocks.size(); ++i) {
+    std::uint32_t page;
     if (next_fresh_ < pages_.size()) {
       page = next_fresh_++;
     } else {
@@ -83,15 +82,15 @@ bool MinimalAllocator::use(std::span<const UniqueBlock> blocks) {
     }
     pages_[page].hash = blocks[i].hash().value();
     pages_[page].refs = 1;
-    insert(page);
+    insert(page);  // a block cached after an evicted parent may be there twice: erase goes by page
+    table.push_back(page);
   }
   return true;
 }
 
-void MinimalAllocator::release(std::span<const UniqueBlock> blocks) {
-  for (const UniqueBlock& block : blocks) {
-    const std::uint32_t page = find(block.hash().value());
-    if (--pages_[page].refs == 0) push_tail(page);
+void MinimalAllocator::release(std::span<const std::uint32_t> table) {
+  for (auto page = table.rbegin(); page != table.rend(); ++page) {
+    if (--pages_[*page].refs == 0) push_tail(*page);
   }
 }
 

@@ -62,11 +62,10 @@ struct PrometheusMetrics::Series {
                                "Full prompt blocks asked for at a request's first admission").Add({})};
   TotalCounter failed_transfers{counter("kvtier:kv_transfer_failures_total",
                                         "Copies that failed: their blocks were dropped, not served").Add({})};
-  TotalCounter operations{counter("kvtier:allocator_operations_total", "Calls into the G1 manager").Add({})};
-  TotalCounter pages_verified{counter("kvtier:kv_verified_pages_total",
-                                      "Reused pages checked against the K/V their tokens must hold").Add({})};
-  TotalCounter mismatches{counter("kvtier:kv_verify_mismatches_total",
-                                  "Reused pages whose bytes were not their tokens' K/V").Add({})};
+  // Series of counts only some front doors make (the replay): registered on first use.
+  std::optional<TotalCounter> operations;
+  std::optional<TotalCounter> pages_verified;
+  std::optional<TotalCounter> mismatches;
   TotalCounter events_published{counter("kvtier:kv_events_published_total",
                                         "KV events handed to their consumers (the ZMQ publisher or Python)").Add({})};
   TotalCounter events_dropped{counter("kvtier:kv_events_dropped_total",
@@ -124,6 +123,13 @@ struct PrometheusMetrics::Series {
     return *slot;
   }
 
+  void advance_optional(std::optional<TotalCounter>& slot, const char* name, const char* help,
+                        const std::optional<std::uint64_t>& total) {
+    if (!total) return;
+    if (!slot) slot.emplace(counter(name, help).Add({}));
+    slot->advance_to(static_cast<double>(*total));
+  }
+
   TransferSeries& transfer(std::optional<TransferSeries>& slot, const char* from, const char* to) {
     if (!slot) {
       const prometheus::Labels labels{{"from", from}, {"to", to}};
@@ -166,9 +172,12 @@ void PrometheusMetrics::update(const KvMetrics& m) {
     s.failed_transfers.advance_to(total(m.failed_transfers));
   }
   s.queries.advance_to(total(m.query_blocks));
-  s.operations.advance_to(total(m.allocator_operations));
-  s.pages_verified.advance_to(total(m.pages_verified));
-  s.mismatches.advance_to(total(m.verify_mismatches));
+  s.advance_optional(s.operations, "kvtier:allocator_operations_total", "Calls into the G1 manager",
+                     m.allocator_operations);
+  s.advance_optional(s.pages_verified, "kvtier:kv_verified_pages_total",
+                     "Reused pages checked against the K/V their tokens must hold", m.pages_verified);
+  s.advance_optional(s.mismatches, "kvtier:kv_verify_mismatches_total",
+                     "Reused pages whose bytes were not their tokens' K/V", m.verify_mismatches);
   s.events_published.advance_to(total(m.events_published));
   s.events_dropped.advance_to(total(m.events_dropped));
 }

@@ -136,6 +136,18 @@ nb::dict metrics(PyManager& m) {
   return out;
 }
 
+std::string prometheus_text(PyManager& m) {
+#if KVTIER_WITH_PROMETHEUS
+  ManagerSession& session = m.session();
+  metrics::PrometheusMetrics& prometheus = session.prometheus();
+  prometheus.update(session.kv_metrics());
+  return prometheus.text();
+#else
+  (void)m;
+  throw ConfigError("this build of kvtier has no Prometheus metrics (prometheus-cpp-dev)");
+#endif
+}
+
 void bind_request(nb::module_& module) {
   nb::class_<RequestState>(module, "Request",
                            "A request the scheduler drives (Manager.add_request): its tokens, blocks and owner id.")
@@ -185,7 +197,17 @@ void bind_request_calls(nb::class_<PyManager>& c) {
              checked(m, r);
              if (r.finished) throw ContractError("the request has finished");
              return m.call([&] {
-               return Acquire::from(m.session().driver().allocate(r.owner, r.sequence, tokens.value_or(r.sequence.len()), reuse));
+               ManagerSession& session = m.session();
+               const bool first = !r.admitted;
+               const std::size_t cached =
+                   first ? session.manager().get_prefill_cost(r.sequence).cached_tokens / session.manager().block_size() : 0;
+               const g1::G1Acquire acquire =
+                   session.driver().allocate(r.owner, r.sequence, tokens.value_or(r.sequence.len()), reuse);
+               if (first && acquire.is_ready()) {
+                 r.admitted = true;
+                 session.count_admission(r, reuse.value_or(cached));
+               }
+               return Acquire::from(acquire);
              });
            },
            "request"_a, "tokens"_a = nb::none(), "reuse"_a = nb::none(),
@@ -397,6 +419,9 @@ void bind_manager(nb::module_& module) {
       .def_prop_ro("head_dim", [](PyManager& m) { return m.session().pool().layout().geometry().head_dim; })
       .def_prop_ro("page_bytes", [](PyManager& m) { return m.session().pool().layout().page_bytes(); })
       .def("metrics", &metrics, "Block counts (the spec's §1.4), the G2 tier's counters, metadata bytes, dropped events.")
+      .def("prometheus_text", &prometheus_text,
+           "Every tier's usage, hits, misses, evictions, copies and failures in Prometheus' text format "
+           "(kvtier:* series, docs/metrics.md); hits count at each request's first allocate().")
       .def("audit", [](PyManager& m) { m.manager().audit(); }, "Checks the backend's invariants (InvariantError if broken).")
       .def("close", &PyManager::close,
            "Waits for the copies in flight, then frees the manager, its G2 tier and its callbacks; the G1 pages live "

@@ -36,6 +36,7 @@ void PendingEventSink::publish(const KvEvent& event) {
     events_.pop_front();
     ++dropped_;
   }
+  ++received_;
   events_.push_back(event);
   if (keep_fresh_) fresh_.push_back(event);
 }
@@ -58,6 +59,11 @@ std::vector<KvEvent> PendingEventSink::take() {
   return out;
 }
 
+std::uint64_t PendingEventSink::received() const {
+  const std::lock_guard lock(mutex_);
+  return received_;
+}
+
 std::uint64_t PendingEventSink::dropped() const {
   const std::lock_guard lock(mutex_);
   return dropped_;
@@ -72,7 +78,7 @@ ManagerSession::ManagerSession(const ManagerOptions& options, std::vector<std::s
                             .dtype = parse_dtype(options.dtype),
                             .tokens_per_block = options.block_size};
   const KvLayout layout(geometry, parse_page_layout(options.layout), options.capacity);
-  std::vector<std::shared_ptr<KvEventSink>> sinks{events_};
+  std::vector<std::shared_ptr<KvEventSink>> sinks{events_, tier_events_};
   sinks.insert(sinks.end(), extra_sinks.begin(), extra_sinks.end());
   auto manager = std::make_unique<g1::G1Manager>(config, std::move(sinks));
   memory_ = std::make_shared<PageMemory>(memory::make_runtime(memory::parse_runtime_choice(options.device)), layout);
@@ -130,5 +136,31 @@ std::vector<std::uint64_t> ManagerSession::pattern_identities(g1::OwnerId owner)
   for (const UniqueBlock& block : manager_->owned_blocks(owner)) identities.push_back(pattern_identity(block));
   return identities;
 }
+
+void ManagerSession::count_admission(const RequestState& request, std::size_t cached_blocks) {
+  const std::size_t prompt_blocks = request.sequence.num_input_tokens() / manager_->block_size();
+  const std::size_t hits = std::min(cached_blocks, prompt_blocks);
+  const std::size_t from_g2 = std::min<std::uint64_t>(swapped_in_unclaimed_, hits);
+  swapped_in_unclaimed_ = 0;
+  request_counts_.query_blocks += prompt_blocks;
+  request_counts_.tier(metrics::Tier::G1).hit_blocks += hits - from_g2;
+  request_counts_.tier(metrics::Tier::G2).hit_blocks += from_g2;
+}
+
+metrics::KvMetrics ManagerSession::kv_metrics() const {
+  metrics::KvMetrics m = request_counts_;
+  metrics::read_tiers(*manager_, engine_.get(), m);
+  tier_events_->add_to(m);
+  m.events_dropped = events_->dropped();
+  m.events_published = events_->received() - m.events_dropped;
+  return m;
+}
+
+#if KVTIER_WITH_PROMETHEUS
+metrics::PrometheusMetrics& ManagerSession::prometheus() {
+  if (!prometheus_) prometheus_ = std::make_unique<metrics::PrometheusMetrics>();
+  return *prometheus_;
+}
+#endif
 
 }  // namespace kvtier::python

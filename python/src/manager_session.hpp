@@ -17,6 +17,11 @@
 #include "kvtier/g1/g1_manager.hpp"
 #include "kvtier/memory/kv_pool.hpp"
 #include "kvtier/memory/runtime.hpp"
+#include "kvtier/metrics/kv_metrics.hpp"
+#include "kvtier/metrics/tier_event_counter.hpp"
+#if KVTIER_WITH_PROMETHEUS
+#include "kvtier/metrics/prometheus_metrics.hpp"
+#endif
 #include "kvtier/offload/offload_engine.hpp"
 
 namespace kvtier::python {
@@ -49,6 +54,7 @@ class PendingEventSink final : public KvEventSink {
   explicit PendingEventSink(std::size_t limit) : limit_(limit) {}
   void publish(const KvEvent& event) override;
   std::vector<KvEvent> take();
+  std::uint64_t received() const;
   std::uint64_t dropped() const;
   /// While on, every event is also kept for take_fresh() (what Python
   /// callbacks have not been handed yet), independently of take().
@@ -61,6 +67,7 @@ class PendingEventSink final : public KvEventSink {
   bool keep_fresh_ = false;
   std::vector<KvEvent> fresh_;
   std::size_t limit_;
+  std::uint64_t received_ = 0;
   std::uint64_t dropped_ = 0;
 };
 
@@ -83,6 +90,7 @@ struct RequestState {
   ActiveSequence sequence;
   std::size_t computed_tokens = 0;  // what finalize() has been told
   bool finished = false;
+  bool admitted = false;  // its first allocation succeeded (the metrics count hits then)
 };
 
 class ManagerSession {
@@ -126,13 +134,33 @@ class ManagerSession {
   /// Pattern identities of the owner's blocks, in table order.
   std::vector<std::uint64_t> pattern_identities(g1::OwnerId owner) const;
 
+  /// A request's first successful allocation found `cached_blocks` of its
+  /// prompt's full blocks in G1: the hits and queries of the metrics. Blocks
+  /// swapped in since the last admission count as G2 hits first (the
+  /// scheduler swaps in for the request it admits next).
+  void count_admission(const RequestState& request, std::size_t cached_blocks);
+  /// A swap-in registered `blocks` in G1.
+  void count_swap_in(std::size_t blocks) noexcept { swapped_in_unclaimed_ += blocks; }
+  /// The tiers now, the request-level counts and the events handed to Python.
+  metrics::KvMetrics kv_metrics() const;
+#if KVTIER_WITH_PROMETHEUS
+  /// The series prometheus_text() renders (made on first use; counters keep their totals).
+  metrics::PrometheusMetrics& prometheus();
+#endif
+
  private:
   std::uint64_t id_;
   ManagerOptions options_;
   std::shared_ptr<PageMemory> memory_;
   std::shared_ptr<offload::OffloadEngine> engine_;  // reads and writes memory_'s pages: declared after it
   std::shared_ptr<PendingEventSink> events_;
+  std::shared_ptr<metrics::TierEventCounter> tier_events_ = std::make_shared<metrics::TierEventCounter>();
   std::unique_ptr<g1::G1Manager> manager_;
+  metrics::KvMetrics request_counts_;  // query_blocks, each tier's hit_blocks, allocator operations
+  std::uint64_t swapped_in_unclaimed_ = 0;
+#if KVTIER_WITH_PROMETHEUS
+  std::unique_ptr<metrics::PrometheusMetrics> prometheus_;
+#endif
   std::uint64_t next_request_owner_ = kFirstRequestOwner;
   std::uint64_t next_request_seed_ = 0;
 };

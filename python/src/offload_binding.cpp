@@ -119,7 +119,11 @@ void bind_offload_calls(nb::class_<PyManager>& c) {
            "pages (the pins, if given, are consumed).")
       .def("register_swap_in",
            [](PyManager& m, std::uint64_t swap_in_id) {
-             const g1::SwapInRegistration r = m.call([&] { return m.manager().register_completed_swap_in(swap_in_id); });
+             const g1::SwapInRegistration r = m.call([&] {
+               const g1::SwapInRegistration done = m.manager().register_completed_swap_in(swap_in_id);
+               m.session().count_swap_in(done.registered);
+               return done;
+             });
              nb::dict out;
              out["failed"] = r.failed;
              out["registered"] = r.registered;

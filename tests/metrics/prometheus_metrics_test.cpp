@@ -87,6 +87,7 @@ TEST(PrometheusMetrics, G2SeriesAppearOnlyWithAG2Tier) {
   const std::string text = prometheus.text();
   EXPECT_EQ(text.find("tier=\"G2\""), std::string::npos) << text;
   EXPECT_EQ(text.find("kvtier:kv_transfer_bytes_total{"), std::string::npos);
+  EXPECT_EQ(text.find("kvtier:kv_verify_mismatches_total"), std::string::npos) << "counted by no one here";
   EXPECT_TRUE(has_line(text, "kvtier:kv_cache_capacity_blocks{tier=\"G1\"} 100"));
 }
 

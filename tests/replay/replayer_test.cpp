@@ -111,7 +111,7 @@ TEST(Replayer, ItsMetricsAfterEveryStepGrowAndEndAtTheReportsFigures) {
     for (std::size_t i = 1; i < seen.size(); ++i) {
       EXPECT_GE(seen[i].query_blocks, seen[i - 1].query_blocks);
       EXPECT_GE(seen[i].tier(metrics::Tier::G1).evicted_blocks, seen[i - 1].tier(metrics::Tier::G1).evicted_blocks);
-      EXPECT_GE(seen[i].allocator_operations, seen[i - 1].allocator_operations);
+      EXPECT_GE(*seen[i].allocator_operations, *seen[i - 1].allocator_operations);
     }
     const metrics::KvMetrics& end = seen.back();
     EXPECT_EQ(end.query_blocks, report.prompt_blocks);

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "kvtier/g1/g1_manager.hpp"
 #include "kvtier/offload/offload_engine.hpp"
@@ -43,9 +44,10 @@ struct KvMetrics {
   TransferMetrics g1_to_g2;
   TransferMetrics g2_to_g1;
   std::uint64_t failed_transfers = 0;  // copies that failed: their blocks were dropped, not served
-  std::uint64_t allocator_operations = 0;
-  std::uint64_t pages_verified = 0;     // reused pages checked against their tokens' K/V
-  std::uint64_t verify_mismatches = 0;
+  // Counted by the front doors that do it (the replay), absent elsewhere.
+  std::optional<std::uint64_t> allocator_operations;
+  std::optional<std::uint64_t> pages_verified;     // reused pages checked against their tokens' K/V
+  std::optional<std::uint64_t> verify_mismatches;
   std::uint64_t events_published = 0;   // KV events handed to the wire (or to Python)
   std::uint64_t events_dropped = 0;     // lost to a full queue
 
