@@ -205,7 +205,9 @@ void bind_request_calls(nb::class_<PyManager>& c) {
                    session.driver().allocate(r.owner, r.sequence, tokens.value_or(r.sequence.len()), reuse);
                if (first && acquire.is_ready()) {
                  r.admitted = true;
-                 session.count_admission(r, reuse.value_or(cached));
+                 // Native reuses what it is told; KVBM matches the lineage itself.
+                 const bool told = reuse && session.manager().backend() == g1::G1Backend::Native;
+                 session.count_admission(r, told ? *reuse : cached);
                }
                return Acquire::from(acquire);
              });

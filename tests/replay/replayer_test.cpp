@@ -70,16 +70,24 @@ TEST(Replayer, PreemptionRecomputesAndEveryRequestStillFinishes) {
   }
 }
 
+/// 24 G1 pages and a 64-page G2 tier, one request at a time.
+ReplayConfig with_g2(g1::G1Backend backend) {
+  ReplayConfig config = small(24, 64);
+  config.manager.backend = backend;
+  config.max_running = 1;
+  config.host_blocks = 64;
+  return config;
+}
+
+/// 1 and 2 fill G1; 3 and 4 push them out to G2; 1 comes back from G2.
+std::vector<TraceRequest> g2_round_trip() {
+  return {request(0, {1}), request(1, {2}), request(2, {3}), request(3, {4}), request(4, {1, 5})};
+}
+
 TEST(Replayer, AnOffloadTierTurnsEvictedPrefixesIntoG2HitsWithTheirBytes) {
   memory::HostRuntime runtime;
   for (const g1::G1Backend backend : {g1::G1Backend::Native, g1::G1Backend::Kvbm}) {
-    ReplayConfig config = small(24, 64);
-    config.manager.backend = backend;
-    config.max_running = 1;
-    config.host_blocks = 64;
-    // 1 and 2 fill G1; 3 and 4 push them out to G2; 1 comes back from G2.
-    const auto report = replay(runtime, config,
-                               {request(0, {1}), request(1, {2}), request(2, {3}), request(3, {4}), request(4, {1, 5})});
+    const auto report = replay(runtime, with_g2(backend), g2_round_trip());
     EXPECT_GT(report.swap_outs, 0U) << g1::backend_name(backend);
     EXPECT_EQ(report.g2_hit_blocks, 8U) << g1::backend_name(backend);
     EXPECT_EQ(report.swap_ins, 8U);
@@ -91,10 +99,7 @@ TEST(Replayer, AnOffloadTierTurnsEvictedPrefixesIntoG2HitsWithTheirBytes) {
 TEST(Replayer, ItsMetricsAfterEveryStepGrowAndEndAtTheReportsFigures) {
   memory::HostRuntime runtime;
   for (const g1::G1Backend backend : {g1::G1Backend::Native, g1::G1Backend::Kvbm}) {
-    ReplayConfig config = small(24, 64);
-    config.manager.backend = backend;
-    config.max_running = 1;
-    config.host_blocks = 64;
+    ReplayConfig config = with_g2(backend);
     std::vector<metrics::KvMetrics> seen;
     std::size_t steps_timed = 0;
     config.observe_metrics = [&](const metrics::KvMetrics& m, std::optional<double> step_seconds) {
@@ -104,8 +109,7 @@ TEST(Replayer, ItsMetricsAfterEveryStepGrowAndEndAtTheReportsFigures) {
         ++steps_timed;
       }
     };
-    const auto report = replay(runtime, config,
-                               {request(0, {1}), request(1, {2}), request(2, {3}), request(3, {4}), request(4, {1, 5})});
+    const auto report = replay(runtime, config, g2_round_trip());
     ASSERT_EQ(seen.size(), report.steps + 1) << g1::backend_name(backend);  // every step, then the end
     EXPECT_EQ(steps_timed, report.steps);
     for (std::size_t i = 1; i < seen.size(); ++i) {
