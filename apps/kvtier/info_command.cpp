@@ -40,6 +40,8 @@ nlohmann::json describe(const InfoOptions& options) {
       {"runtime", memory::runtime_kind_name(runtime->kind())},
       {"cuda_compiled", memory::cuda_compiled()},
       {"cuda_devices", memory::cuda_device_count()},
+      {"kv_events_compiled", KVTIER_WITH_ZMQ == 1},
+      {"prometheus_compiled", KVTIER_WITH_PROMETHEUS == 1},
       {"device", {{"name", device.name}, {"total_bytes", device.total_bytes}, {"free_bytes", device.free_bytes}}},
       {"layout",
        {{"kind", page_layout_name(layout.layout())},
@@ -89,7 +91,9 @@ void print_text(const nlohmann::json& info) {
             << "page:     " << layout["page_bytes"] << " bytes (" << layout["chunks_per_page"] << " chunk(s) of "
             << layout["chunk_bytes"] << " bytes)\n"
             << "slab:     " << layout["capacity"] << " pages = " << gib(layout["slab_bytes"].get<std::size_t>())
-            << " GiB\n";
+            << " GiB\n"
+            << "built in: KV events on ZMQ " << (info["kv_events_compiled"].get<bool>() ? "yes" : "no")
+            << ", Prometheus metrics " << (info["prometheus_compiled"].get<bool>() ? "yes" : "no") << "\n";
   if (info.contains("host_tier")) {
     const auto& host = info["host_tier"];
     std::cout << "G2 tier:  " << host["blocks"] << " pinned pages = " << gib(host["bytes"].get<std::size_t>())
