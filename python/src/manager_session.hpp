@@ -156,7 +156,7 @@ class ManagerSession {
   std::shared_ptr<PendingEventSink> events_;
   std::shared_ptr<metrics::TierEventCounter> tier_events_ = std::make_shared<metrics::TierEventCounter>();
   std::unique_ptr<g1::G1Manager> manager_;
-  metrics::KvMetrics request_counts_;  // query_blocks, each tier's hit_blocks, allocator operations
+  metrics::KvMetrics request_counts_;  // query_blocks and each tier's hit_blocks (count_admission)
   std::uint64_t swapped_in_unclaimed_ = 0;
 #if KVTIER_WITH_PROMETHEUS
   std::unique_ptr<metrics::PrometheusMetrics> prometheus_;
