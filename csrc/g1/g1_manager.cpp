@@ -4,8 +4,8 @@
 #include <string>
 
 #include "kvtier/core/errors.hpp"
-#include "kvtier/g1/kvbm_backend.hpp"
-#include "kvtier/g1/native_backend.hpp"
+#include "g1/kvbm/kvbm_backend.hpp"
+#include "g1/native/native_backend.hpp"
 
 namespace kvtier::g1 {
 namespace {
@@ -37,6 +37,19 @@ G1Manager::G1Manager(G1ManagerConfig config, std::vector<std::shared_ptr<KvEvent
 }
 
 G1Manager::~G1Manager() = default;
+G1Manager::G1Manager(G1Manager&&) noexcept = default;
+
+G1Metrics G1Manager::metrics() const { return backend_->metrics(); }
+bool G1Manager::has_owner(OwnerId owner) const { return backend_->has_owner(owner); }
+std::span<const PageId> G1Manager::block_table(OwnerId owner) const { return backend_->block_table(owner); }
+std::span<const UniqueBlock> G1Manager::owned_blocks(OwnerId owner) const { return backend_->owned_blocks(owner); }
+std::vector<OwnerId> G1Manager::owners() const { return backend_->owners(); }
+bool G1Manager::is_cached(SequenceHash hash) const { return backend_->is_cached(hash); }
+std::size_t G1Manager::metadata_bytes() const { return backend_->metadata_bytes(); }
+void G1Manager::audit() const { backend_->audit(); }
+std::vector<std::pair<PageId, SequenceHash>> G1Manager::registered_blocks() const {
+  return backend_->registered_blocks();
+}
 
 G1Manager G1Manager::with_eviction_backend(G1ManagerConfig config, EvictionBackend eviction,
                                            std::vector<std::shared_ptr<KvEventSink>> sinks) {

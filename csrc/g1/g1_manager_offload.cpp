@@ -3,6 +3,7 @@
 #include <string>
 
 #include "kvtier/core/errors.hpp"
+#include "g1/common/block_manager.hpp"
 #include "kvtier/g1/g1_manager.hpp"
 
 namespace kvtier::g1 {

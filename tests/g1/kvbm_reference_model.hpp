@@ -13,7 +13,7 @@
 #include "kvtier/core/kv_event.hpp"
 #include "kvtier/core/move_block.hpp"
 #include "kvtier/g1/eviction_policy.hpp"
-#include "kvtier/g1/tiny_lfu.hpp"
+#include "g1/eviction/tiny_lfu.hpp"
 
 namespace kvtier::g1::testing {
 

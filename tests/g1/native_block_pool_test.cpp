@@ -1,5 +1,5 @@
 // Worked examples P1–P5 of the spec (§7.1) and the pool's own invariants.
-#include "kvtier/g1/native_block_pool.hpp"
+#include "g1/native/native_block_pool.hpp"
 
 #include <gtest/gtest.h>
 

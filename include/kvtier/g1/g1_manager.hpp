@@ -2,16 +2,18 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "kvtier/core/active_sequence.hpp"
 #include "kvtier/core/kv_event_publisher.hpp"
-#include "kvtier/g1/block_manager.hpp"
+#include "kvtier/g1/g1_types.hpp"
 #include "kvtier/g1/eviction_policy.hpp"
 #include "kvtier/g1/offload_tier.hpp"
-#include <unordered_map>
 
 namespace kvtier::g1 {
+
+class BlockManager;  // a backend (csrc/g1/common/block_manager.hpp)
 
 /// Validated construction settings of a G1Manager.
 struct G1ManagerConfig {
@@ -60,7 +62,7 @@ class G1Manager {
   static G1Manager with_eviction_backend(G1ManagerConfig config, EvictionBackend eviction,
                                          std::vector<std::shared_ptr<KvEventSink>> sinks = {});
   ~G1Manager();
-  G1Manager(G1Manager&&) = default;
+  G1Manager(G1Manager&&) noexcept;
   G1Manager(const G1Manager&) = delete;
   G1Manager& operator=(const G1Manager&) = delete;
 
@@ -89,7 +91,7 @@ class G1Manager {
   void activate_destination(DestinationReservation&& reservation);
   void cancel_destination(DestinationReservation&& reservation);
 
-  G1Metrics metrics() const { return backend_->metrics(); }
+  G1Metrics metrics() const;
   std::size_t num_active_blocks() const { return metrics().active_blocks; }
   std::size_t num_active_block_refs() const { return metrics().active_block_refs; }
   std::size_t num_inactive_blocks() const { return metrics().inactive_blocks; }
@@ -101,17 +103,17 @@ class G1Manager {
   bool enable_prefix_caching() const noexcept { return config_.enable_prefix_caching; }
   EvictionBackend eviction_backend() const noexcept { return config_.eviction; }
 
-  bool has_owner(OwnerId owner) const { return backend_->has_owner(owner); }
+  bool has_owner(OwnerId owner) const;
   /// Physical page ids of the owner's blocks in request order — what a
   /// paged-attention kernel reads (ContractError for an unknown owner).
-  std::span<const PageId> block_table(OwnerId owner) const { return backend_->block_table(owner); }
-  std::span<const UniqueBlock> owned_blocks(OwnerId owner) const { return backend_->owned_blocks(owner); }
-  std::vector<OwnerId> owners() const { return backend_->owners(); }
-  bool is_cached(SequenceHash hash) const { return backend_->is_cached(hash); }
-  std::size_t metadata_bytes() const { return backend_->metadata_bytes(); }
-  /// BlockManager::audit: InvariantError when the backend's state is inconsistent.
-  void audit() const { backend_->audit(); }
-  std::vector<std::pair<PageId, SequenceHash>> registered_blocks() const { return backend_->registered_blocks(); }
+  std::span<const PageId> block_table(OwnerId owner) const;
+  std::span<const UniqueBlock> owned_blocks(OwnerId owner) const;
+  std::vector<OwnerId> owners() const;
+  bool is_cached(SequenceHash hash) const;
+  std::size_t metadata_bytes() const;
+  /// The backend's audit: InvariantError when the backend's state is inconsistent.
+  void audit() const;
+  std::vector<std::pair<PageId, SequenceHash>> registered_blocks() const;
 
   // Offload calls (docs/semantics.md §5, docs/offload.md). Without a tier they
   // answer "no engine, no hits"; a native manager refuses attach (for now).

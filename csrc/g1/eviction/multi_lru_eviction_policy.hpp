@@ -3,8 +3,8 @@
 #include <vector>
 
 #include "kvtier/g1/eviction_policy.hpp"
-#include "kvtier/g1/page_list.hpp"
-#include "kvtier/g1/tiny_lfu.hpp"
+#include "g1/eviction/page_list.hpp"
+#include "g1/eviction/tiny_lfu.hpp"
 
 namespace kvtier::g1 {
 

@@ -1,4 +1,4 @@
-#include "kvtier/g1/lru_eviction_policy.hpp"
+#include "g1/eviction/lru_eviction_policy.hpp"
 
 #include <string>
 

@@ -2,7 +2,7 @@
 #include <vector>
 
 #include "kvtier/g1/eviction_policy.hpp"
-#include "kvtier/g1/page_list.hpp"
+#include "g1/eviction/page_list.hpp"
 
 namespace kvtier::g1 {
 

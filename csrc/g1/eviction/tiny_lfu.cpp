@@ -1,4 +1,4 @@
-#include "kvtier/g1/tiny_lfu.hpp"
+#include "g1/eviction/tiny_lfu.hpp"
 
 #include <algorithm>
 #include <bit>

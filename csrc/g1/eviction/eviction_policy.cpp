@@ -3,9 +3,9 @@
 #include <string>
 
 #include "kvtier/core/errors.hpp"
-#include "kvtier/g1/lineage_eviction_policy.hpp"
-#include "kvtier/g1/lru_eviction_policy.hpp"
-#include "kvtier/g1/multi_lru_eviction_policy.hpp"
+#include "g1/eviction/lineage_eviction_policy.hpp"
+#include "g1/eviction/lru_eviction_policy.hpp"
+#include "g1/eviction/multi_lru_eviction_policy.hpp"
 
 namespace kvtier::g1 {
 

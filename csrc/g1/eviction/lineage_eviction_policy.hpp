@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "kvtier/g1/eviction_policy.hpp"
-#include "kvtier/g1/id_index.hpp"
+#include "g1/common/id_index.hpp"
 
 namespace kvtier::g1 {
 

@@ -1,4 +1,4 @@
-#include "kvtier/g1/lineage_eviction_policy.hpp"
+#include "g1/eviction/lineage_eviction_policy.hpp"
 
 #include <algorithm>
 #include <functional>

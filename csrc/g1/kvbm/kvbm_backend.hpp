@@ -1,12 +1,27 @@
 #pragma once
 #include <unordered_map>
 
-#include "kvtier/core/kv_event_publisher.hpp"
-#include "kvtier/g1/block_manager.hpp"
+#include "g1/common/backend_common.hpp"
+#include "g1/common/destination_prompt.hpp"
+#include "g1/common/id_index.hpp"
 #include "kvtier/g1/eviction_policy.hpp"
-#include "kvtier/g1/id_index.hpp"
 
 namespace kvtier::g1 {
+namespace detail {
+
+/// A KVBM owner's table: its blocks and the pages they are on.
+struct KvbmOwnerTable {
+  std::vector<PageId> pages;
+  std::vector<UniqueBlock> blocks;
+  bool columns_aligned() const noexcept { return pages.size() == blocks.size(); }
+  /// Empty, capacity kept (a spare table).
+  void clear() noexcept {
+    pages.clear();
+    blocks.clear();
+  }
+};
+
+}  // namespace detail
 
 /// The KVBM-style G1 backend with N2 transactional semantics (docs/semantics.md §2.5):
 /// a registry keyed by positional lineage hash, one canonical page per
@@ -14,19 +29,20 @@ namespace kvtier::g1 {
 /// Use time), the Reject duplication policy (a second registration adopts the
 /// canonical block), and an inactive pool ordered by an EvictionPolicy.
 /// A Use that cannot get its pages changes nothing, not even eviction order.
-class KvbmBackend final : public BlockManager {
+class KvbmBackend final : public detail::TabledBackend<detail::KvbmOwnerTable> {
  public:
   KvbmBackend(std::uint32_t capacity, std::uint32_t block_size, EvictionBackend eviction, KvEventPublisher& publisher);
   KvbmBackend(const KvbmBackend&) = delete;  // the indexes point into this object
   KvbmBackend& operator=(const KvbmBackend&) = delete;
 
-  G1Acquire process(OwnerId owner, const MoveBlock& signal, std::size_t reusable_prefix_blocks) override;
-  /// KVBM matches by lineage on its own: the reuse hint is not needed.
+  // Signals (kvbm_signals.cpp). KVBM matches by lineage on its own: the reuse hint is not needed.
   G1Acquire process_use(OwnerId owner, const UseSignal& signal, std::size_t /*reusable_prefix_blocks*/) override {
     return use(owner, signal, nullptr);
   }
-  void process_deref(OwnerId owner, const DerefSignal& signal) override { deref(owner, signal); }
-  void finalize_computed_prefix(OwnerId, std::size_t, std::size_t) override {}
+  void process_deref(OwnerId owner, const DerefSignal& signal) override;
+  void finalize_computed_prefix(OwnerId, std::size_t, std::size_t) override {}  // visible at Use time already
+
+  // Reservations and the offload tier (kvbm_reservations.cpp).
   PrefillCost prefill_cost(const ActiveSequence& sequence) const override;
   std::optional<std::uint64_t> reserve_decode_blocks(std::size_t blocks) override;
   G1Acquire process_decode(OwnerId owner, const MoveBlock& signal, std::uint64_t reservation) override;
@@ -35,32 +51,27 @@ class KvbmBackend final : public BlockManager {
                                                       double now_ms) override;
   void activate_destination(std::uint64_t reservation) override;
   void cancel_destination(std::uint64_t reservation) override;
-  G1Metrics metrics() const override;
-  bool has_owner(OwnerId owner) const override { return tables_.contains(owner); }
-  std::span<const PageId> block_table(OwnerId owner) const override;
-  std::span<const UniqueBlock> owned_blocks(OwnerId owner) const override;
-  std::vector<OwnerId> owners() const override;
-  bool is_cached(SequenceHash hash) const override { return by_hash_.find(hash.value()) != kNone; }
-  std::size_t metadata_bytes() const override;
-  void audit() const override;
-  std::vector<std::pair<PageId, SequenceHash>> registered_blocks() const override;
-
-  void attach_offload(OffloadTier* tier) override;
-  void release_quarantined(std::span<const PageId> pages) override;
-  std::size_t quarantined() const override { return quarantined_; }
   std::optional<std::uint64_t> pin_prefix(std::span<const PositionalLineageHash> plhs) override;
   void release_pins(std::uint64_t pins) override;
   SlotGrant reserve_slots(std::size_t count) override;
-  std::span<const PageId> reserved_slots(std::uint64_t slots) const override;
   void release_slots(std::uint64_t slots) override;
   std::size_t register_swapped_in(std::uint64_t slots, std::span<const TieredBlock> blocks) override;
+  void release_quarantined(std::span<const PageId> pages) override;
 
+  // What it holds (kvbm_audit.cpp).
+  G1Metrics metrics() const override;
+  bool is_cached(SequenceHash hash) const override { return by_hash_.find(hash.value()) != kNone; }
+  std::size_t quarantined() const override { return quarantined_; }
+  std::size_t metadata_bytes() const override;
+  void audit() const override;
+  std::vector<std::pair<PageId, SequenceHash>> registered_blocks() const override;
   /// The registered block's logical owner count (0 when inactive or unknown).
   std::uint32_t logical_refs(SequenceHash hash) const;
   const EvictionPolicy& eviction_policy() const noexcept { return *policy_; }
 
  private:
   static constexpr std::uint32_t kNone = 0xFFFFFFFFU;
+  static constexpr std::uint32_t kMaxPins = 0xFFFF;  // Page::pins is 16 bits
   /// Quarantined: evicted, and a swap-out copy still reads it (docs/offload.md).
   enum class PageState : std::uint8_t { Reset, Held, Partial, Registered, Quarantined };
   /// One physical page. Registered pages carry their block's metadata (the
@@ -89,15 +100,6 @@ class KvbmBackend final : public BlockManager {
     std::uint64_t key(std::uint32_t page) const noexcept { return (*pages)[page].hash; }
     static std::uint64_t hash(std::uint64_t key) noexcept { return key; }
   };
-  struct OwnerTable {
-    std::vector<PageId> pages;
-    std::vector<UniqueBlock> blocks;
-    /// Empty, capacity kept (a spare table).
-    void clear() noexcept {
-      pages.clear();
-      blocks.clear();
-    }
-  };
   enum class Kind : std::uint8_t { ActiveHit, Matched, Fresh };
   struct Classified {
     Kind kind;
@@ -105,10 +107,8 @@ class KvbmBackend final : public BlockManager {
   };
   struct Destination {
     OwnerId owner;
-    std::vector<UniqueBlock> blocks;
-    std::vector<PositionalLineageHash> plhs;
-    std::vector<LocalBlockHash> local_hashes;
-    std::optional<BlockTokenIds> token_ids;
+    detail::DestinationPrompt prompt;
+    std::vector<PositionalLineageHash> plhs;  // of the full blocks
     std::vector<std::uint32_t> prefix_pages;  // pinned
     std::vector<std::uint32_t> slots;         // held for the rest
   };
@@ -116,9 +116,13 @@ class KvbmBackend final : public BlockManager {
   G1Acquire use(OwnerId owner, const UseSignal& signal, std::vector<std::uint32_t>* decode_slots);
   void validate_use(const UseSignal& signal) const;
   std::vector<Classified> classify(const UseSignal& signal) const;
-  void deref(OwnerId owner, const DerefSignal& signal);
-  void promote(OwnerId owner, const PromoteSignal& signal);
-  const OwnerTable& table(OwnerId owner) const;
+  void promote(OwnerId owner, const PromoteSignal& signal) override;
+  /// take_pages and hand_off: `count` fresh slots, or nullopt with `blocked`
+  /// set when a copy now reads a victim. Evicted hashes go to `removed`,
+  /// which the caller publishes (after the Stored runs of a Use, §2.5).
+  std::optional<std::vector<std::uint32_t>> take_slots(std::size_t count, std::vector<SequenceHash>& removed,
+                                                       G1Acquire& blocked);
+  void publish_removed(std::vector<SequenceHash>&& removed);
 
   /// How many pages an all-or-nothing allocation could get, not counting
   /// inactive pages that are about to be taken back by a match.
@@ -132,7 +136,6 @@ class KvbmBackend final : public BlockManager {
   /// is freed and the answer is the blocking transfer (§5.3); otherwise
   /// (no tier, or all filtered: the spec's RetryNow) `slots` stay usable.
   std::optional<std::uint64_t> hand_off(std::vector<std::uint32_t>& slots, std::vector<EvictedBlock>& victims);
-  G1Acquire blocked_on(std::uint64_t transfer) const;
   /// Drops one pin from each page, leaf (last) first; unheld pages go inactive.
   void unpin_pages(std::span<const std::uint32_t> pages);
   /// Back to the reset pool; InvariantError when the page is free already.
@@ -161,8 +164,6 @@ class KvbmBackend final : public BlockManager {
   std::span<const TokenId> page_token_ids(std::uint32_t page) const;
 
   std::uint32_t capacity_;
-  std::uint32_t block_size_;
-  KvEventPublisher& publisher_;
   std::unique_ptr<EvictionPolicy> policy_;
   std::vector<Page> pages_;
   IdIndex<PlhOfPage> registry_;  // PLH -> page, every registered block
@@ -175,15 +176,10 @@ class KvbmBackend final : public BlockManager {
   std::uint32_t free_head_ = kNone;
   std::uint32_t free_count_ = 0;
   std::size_t full_refs_ = 0;
-  std::unordered_map<OwnerId, OwnerTable> tables_;
-  std::vector<std::unordered_map<OwnerId, OwnerTable>::node_type> spare_tables_;  // detail::retire_table
-  std::unordered_map<std::uint64_t, std::vector<std::uint32_t>> decode_reservations_;
-  std::unordered_map<std::uint64_t, Destination> destinations_;
-  std::uint64_t next_reservation_id_ = 1;
-  OffloadTier* tier_ = nullptr;
   std::uint32_t quarantined_ = 0;
-  std::unordered_map<std::uint64_t, std::vector<std::uint32_t>> prefix_pins_;
-  std::unordered_map<std::uint64_t, std::vector<PageId>> swap_in_slots_;
+  detail::ReservationLedger<std::vector<std::uint32_t>> decode_reservations_{"decode"};
+  detail::ReservationLedger<Destination> destinations_{"destination"};
+  detail::ReservationLedger<std::vector<std::uint32_t>> prefix_pins_{"prefix pin"};
 };
 
 }  // namespace kvtier::g1

@@ -1,4 +1,4 @@
-#include "kvtier/g1/native_block_pool.hpp"
+#include "g1/native/native_block_pool.hpp"
 
 #include <string>
 #include <utility>

@@ -1,4 +1,4 @@
-#include "kvtier/g1/multi_lru_eviction_policy.hpp"
+#include "g1/eviction/multi_lru_eviction_policy.hpp"
 
 #include <string>
 
