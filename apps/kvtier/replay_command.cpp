@@ -13,7 +13,9 @@
 #include "kvtier/core/errors.hpp"
 #include "kvtier/memory/runtime_factory.hpp"
 #include "kvtier/replay/default_workload.hpp"
+#include "kvtier/g1/eviction_policy.hpp"
 #include "kvtier/replay/replayer.hpp"
+#include "kvtier/session/session_config.hpp"
 #include "kv_events_options.hpp"
 #include "metrics_options.hpp"
 #include "option_checks.hpp"
@@ -22,21 +24,24 @@
 namespace kvtier::cli {
 namespace {
 
+/// The session's settings default to the one set every front door shares
+/// (session::SessionConfig); the rest are the replay's own.
 struct ReplayOptions {
+  static inline const session::SessionConfig kSession{};
   std::string trace;  // empty: the built-in workload
-  std::string backend = "native";
-  std::string eviction = "lineage";
+  std::string backend = g1::backend_name(kSession.manager.backend);
+  std::string eviction = g1::eviction_backend_name(kSession.manager.eviction);
   bool eviction_given = false;  // --eviction is refused with the native backend
   std::string device = "auto";
-  std::uint32_t capacity = 4096;
+  std::uint32_t capacity = kSession.manager.capacity;
   double capacity_fraction = 0.0;  // > 0: this fraction of the device's free memory, instead of --capacity
-  std::uint32_t host_blocks = 0;
-  std::uint32_t block_size = 16;
-  std::string layout = "page-major";
-  std::string dtype = "bf16";
-  std::uint32_t layers = 2;  // small pages by default: the replay checks bytes, not model size
-  std::uint32_t kv_heads = 2;
-  std::uint32_t head_dim = 64;
+  std::uint32_t host_blocks = kSession.host_blocks;
+  std::uint32_t block_size = kSession.manager.block_size;
+  std::string layout = page_layout_name(kSession.layout);
+  std::string dtype = dtype_name(kSession.geometry.dtype);
+  std::uint32_t layers = kSession.geometry.layers;  // small pages: the replay checks bytes, not model size
+  std::uint32_t kv_heads = kSession.geometry.kv_heads;
+  std::uint32_t head_dim = kSession.geometry.head_dim;
   std::uint32_t max_running = 32;
   std::size_t token_budget = 8192;
   std::optional<std::size_t> output_tokens;
@@ -88,10 +93,10 @@ nlohmann::ordered_json report_json(const replay::ReplayReport& r, const replay::
   nlohmann::ordered_json out;
   out["workload"] = workload;
   out["runtime"] = runtime;
-  out["backend"] = g1::backend_name(config.manager.backend);
-  out["capacity"] = config.manager.capacity;
-  out["host_blocks"] = config.host_blocks;
-  out["block_size"] = config.manager.block_size;
+  out["backend"] = g1::backend_name(config.session.manager.backend);
+  out["capacity"] = config.session.manager.capacity;
+  out["host_blocks"] = config.session.host_blocks;
+  out["block_size"] = config.session.manager.block_size;
   out["requests"] = r.requests;
   out["prompt_tokens"] = r.prompt_tokens;
   out["generated_tokens"] = r.generated_tokens;
@@ -154,7 +159,7 @@ int run_sweep(const ReplayOptions& o, replay::ReplayConfig config, memory::Runti
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   std::size_t mismatches = 0;
   for (const std::uint32_t capacity : o.sweep_capacity) {
-    config.manager.capacity = capacity;
+    config.session.manager.capacity = capacity;
     ProgressBar bar("capacity " + std::to_string(capacity));
     config.progress = [&bar](std::size_t done, std::size_t total) { bar.update(done, total); };
     const replay::ReplayReport report = replay::replay(runtime, config, requests);
@@ -175,7 +180,7 @@ int run_sweep(const ReplayOptions& o, replay::ReplayConfig config, memory::Runti
                      {"wall_seconds", row["wall_seconds"]}});
   }
   std::cout << "kvtier replay --sweep-capacity: " << workload << ", " << rows.front()["backend"].get<std::string>()
-            << " backend, " << config.host_blocks << " G2 pages\n";
+            << " backend, " << config.session.host_blocks << " G2 pages\n";
   print_table(std::cout, table);
   if (!o.json.empty()) write_json(o.json, nlohmann::ordered_json{{"sweep", rows}});
   if (!o.csv.empty()) write_csv(o.csv, rows);
@@ -184,31 +189,28 @@ int run_sweep(const ReplayOptions& o, replay::ReplayConfig config, memory::Runti
 
 int run(const ReplayOptions& o) {
   replay::ReplayConfig config;
-  config.manager.backend = o.backend == "kvbm" ? g1::G1Backend::Kvbm : g1::G1Backend::Native;
-  if (o.backend != "native" && o.backend != "kvbm") throw ConfigError("backend must be native or kvbm");
-  if (o.backend == "native" && o.eviction_given) throw ConfigError("--eviction applies to the kvbm backend only");
-  config.manager.eviction = g1::parse_eviction_backend(o.eviction);
-  config.manager.block_size = o.block_size;
-  config.geometry = KvGeometry{.layers = o.layers,
-                               .kv_heads = o.kv_heads,
-                               .head_dim = o.head_dim,
-                               .dtype = parse_dtype(o.dtype),
-                               .tokens_per_block = o.block_size};
-  config.layout = parse_page_layout(o.layout);
-  config.host_blocks = o.host_blocks;
+  config.session.set_backend(o.backend, o.eviction_given ? std::optional<std::string>(o.eviction) : std::nullopt);
+  config.session.manager.block_size = o.block_size;
+  config.session.geometry = KvGeometry{.layers = o.layers,
+                                       .kv_heads = o.kv_heads,
+                                       .head_dim = o.head_dim,
+                                       .dtype = parse_dtype(o.dtype),
+                                       .tokens_per_block = o.block_size};
+  config.session.layout = parse_page_layout(o.layout);
+  config.session.host_blocks = o.host_blocks;
   config.max_running = o.max_running;
   config.token_budget = o.token_budget;
   config.output_tokens = o.output_tokens;
   config.verify = replay::parse_verify_mode(o.verify);
   config.seed = o.seed;
   const auto runtime = memory::make_runtime(memory::parse_runtime_choice(o.device));
-  config.manager.capacity = o.capacity;
+  config.session.manager.capacity = o.capacity;
   if (o.capacity_fraction > 0.0) {
     if (o.capacity_fraction > 1.0) throw ConfigError("capacity-fraction must be in (0, 1]");
-    const std::size_t page = KvLayout(config.geometry, config.layout, 1).page_bytes();
+    const std::size_t page = KvLayout(config.session.geometry, config.session.layout, 1).page_bytes();
     const auto pages = static_cast<std::size_t>(o.capacity_fraction * static_cast<double>(runtime->device_info().free_bytes)) / page;
     if (pages == 0 || pages > 0xFFFFFFF0U) throw ConfigError("capacity-fraction gives " + std::to_string(pages) + " pages");
-    config.manager.capacity = static_cast<std::uint32_t>(pages);
+    config.session.manager.capacity = static_cast<std::uint32_t>(pages);
   }
   const std::size_t limit = o.max_requests == 0 ? std::numeric_limits<std::size_t>::max() : o.max_requests;
   std::vector<replay::TraceRequest> requests =
@@ -222,9 +224,9 @@ int run(const ReplayOptions& o) {
     if (o.metrics.port || !o.metrics.file.empty()) throw ConfigError("--metrics-* report one replay, not a --sweep-capacity");
     return run_sweep(o, config, *runtime, requests, workload);
   }
-  const auto kv_events = open_kv_events(o.kv_events, config.manager.block_size, config.manager.dp_rank);
+  const auto kv_events = open_kv_events(o.kv_events, config.session.manager.block_size, config.session.manager.dp_rank);
   if (kv_events) {
-    config.event_sinks.push_back(kv_events->sink());
+    config.session.event_sinks.push_back(kv_events->sink());
     config.step_end = [out = kv_events.get()] { out->flush(); };  // one batch per scheduler step
     config.emit_token_ids = true;  // vLLM's BlockStored carries them
   }

@@ -80,4 +80,56 @@ void RequestDriver::release(g1::OwnerId owner, ActiveSequence& sequence) {
   sequence.reset_with_signal();
 }
 
+g1::G1Acquire RequestDriver::allocate_collecting(g1::OwnerId owner, ActiveSequence& sequence,
+                                                 std::size_t cumulative_tokens, std::size_t& manager_calls) {
+  for (;;) {
+    const g1::G1Acquire acquire = allocate(owner, sequence, cumulative_tokens);
+    ++manager_calls;
+    if (acquire.is_ready()) return acquire;
+    const bool blocked = acquire.kind == g1::G1Acquire::Kind::BlockedOnOffload;
+    if (!blocked && manager_->offload_stats().quarantined == 0) return acquire;
+    manager_->collect_offloads(true);  // the swap-out ends and its pages come back first
+  }
+}
+
+SwapInOutcome RequestDriver::swap_in_prefix(const ActiveSequence& sequence, std::size_t prompt_tokens) {
+  SwapInOutcome outcome;
+  if (!manager_->has_offload_engine()) return outcome;
+  const std::size_t block_size = manager_->block_size();
+  const std::size_t full = std::min(prompt_tokens / block_size, sequence.full_block_count());
+  const std::vector<PositionalLineageHash> keys = manager_->tier_keys(sequence, full);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const std::size_t skip = manager_->get_prefill_cost(sequence).cached_tokens / block_size;
+    if (skip >= full) return outcome;
+    auto pins = manager_->try_pin_g1_prefix(std::span(keys).first(skip));
+    if (!pins) return outcome;
+    const g1::SwapInStart start = manager_->try_batch_swap_in(std::span(keys).subspan(skip), pins);
+    outcome.manager_calls += 2;
+    if (start.status == g1::SwapInStatus::BlockedOnG1Offload) {
+      manager_->collect_offloads(true);
+      continue;
+    }
+    if (start.status != g1::SwapInStatus::Scheduled) return outcome;
+    outcome.registered = manager_->register_completed_swap_in(start.swap_in_id).registered;
+    ++outcome.manager_calls;
+    return outcome;
+  }
+  return outcome;
+}
+
+Admission RequestDriver::admit(g1::OwnerId owner, ActiveSequence& sequence, std::size_t prompt_tokens,
+                                std::size_t chunk_tokens) {
+  Admission admission;
+  const SwapInOutcome swap_in = swap_in_prefix(sequence, prompt_tokens);
+  admission.swapped_in = swap_in.registered;
+  admission.manager_calls = swap_in.manager_calls;
+  const std::size_t block_size = manager_->block_size();
+  admission.cached_blocks =
+      std::min(manager_->get_prefill_cost(sequence).cached_tokens / block_size, prompt_tokens / block_size);
+  const std::size_t target = std::min(sequence.len(), admission.cached_blocks * block_size + chunk_tokens);
+  admission.acquire = allocate_collecting(owner, sequence, target, admission.manager_calls);
+  if (admission.acquire.is_ready()) admission.allocated_to = target;
+  return admission;
+}
+
 }  // namespace kvtier::driver

@@ -141,4 +141,17 @@ SwapInRegistration G1Manager::register_completed_swap_in(std::uint64_t swap_in_i
   return result;
 }
 
+std::vector<PositionalLineageHash> G1Manager::tier_keys(const ActiveSequence& sequence, std::size_t blocks) const {
+  if (blocks > sequence.full_block_count()) {
+    throw ContractError("tier_keys of " + std::to_string(blocks) + " blocks; the sequence has " +
+                        std::to_string(sequence.full_block_count()) + " full blocks");
+  }
+  std::vector<PositionalLineageHash> keys;
+  keys.reserve(blocks);
+  for (std::size_t i = 0; i < blocks; ++i) {
+    keys.push_back(config_.backend == G1Backend::Kvbm ? sequence.plh(i) : native_tier_key(sequence.blocks()[i].hash()));
+  }
+  return keys;
+}
+
 }  // namespace kvtier::g1

@@ -10,9 +10,7 @@
 #include "kvtier/core/kv_event_sink.hpp"
 #include "kvtier/core/page_pattern.hpp"
 #include "kvtier/driver/request_driver.hpp"
-#include "kvtier/memory/kv_pool.hpp"
-#include "kvtier/metrics/tier_event_counter.hpp"
-#include "kvtier/offload/offload_engine.hpp"
+#include "kvtier/session/session.hpp"
 #include "kvtier/replay/token_kv_writer.hpp"
 
 namespace kvtier::replay {
@@ -26,14 +24,13 @@ struct Request {
   std::size_t computed = 0;      // tokens whose KV is in G1 (reused or computed)
   bool admitted_before = false;
   bool prefilled = false;
-  std::size_t swapped_in = 0;  // blocks the last swap-in brought back for it
 };
 
 class Replay {
  public:
   Replay(memory::Runtime& runtime, const ReplayConfig& config, const std::vector<TraceRequest>& requests)
       : config_(config), requests_(requests) {
-    const std::uint32_t bs = config.manager.block_size;
+    const std::uint32_t bs = config.session.manager.block_size;
     if (bs < 2 || kTraceBlockTokens % bs != 0) {
       throw ConfigError("block size " + std::to_string(bs) + " must divide the trace's 512-token blocks");
     }
@@ -53,24 +50,16 @@ class Replay {
                           " tokens a request may have");
       }
       const std::size_t blocks = (*tokens + bs - 1) / bs + 1;
-      if (blocks > config.manager.capacity) {
+      if (blocks > config.session.manager.capacity) {
         throw ConfigError("a request of " + std::to_string(*tokens) + " tokens needs " + std::to_string(blocks) +
-                          " G1 pages; capacity is " + std::to_string(config.manager.capacity));
+                          " G1 pages; capacity is " + std::to_string(config.session.manager.capacity));
       }
     }
-    KvGeometry geometry = config.geometry;
-    geometry.tokens_per_block = bs;
-    pool_ = std::make_unique<memory::KvPool>(runtime, KvLayout(geometry, config.layout, config.manager.capacity));
-    writer_ = std::make_unique<TokenKvWriter>(*pool_, config.token_budget);
-    std::vector<std::shared_ptr<KvEventSink>> sinks{sink_};
-    sinks.insert(sinks.end(), config.event_sinks.begin(), config.event_sinks.end());
-    manager_ = std::make_unique<g1::G1Manager>(config.manager, std::move(sinks));
-    if (config.host_blocks > 0) {
-      engine_ = std::make_shared<offload::OffloadEngine>(runtime, *pool_,
-                                                         offload::OffloadConfig{.host_blocks = config.host_blocks});
-      manager_->attach_offload_engine(engine_);
-    }
-    if (config.copy_fault_one_in > 0 && (!engine_ || runtime.kind() != memory::RuntimeKind::Host)) {
+    session_ = std::make_unique<session::Session>(runtime, config.session);
+    manager_ = &session_->manager();
+    engine_ = session_->engine();
+    writer_ = std::make_unique<TokenKvWriter>(session_->pool(), config.token_budget);
+    if (config.copy_fault_one_in > 0 && (engine_ == nullptr || runtime.kind() != memory::RuntimeKind::Host)) {
       throw ConfigError("copy faults need the offload tier on the host runtime");
     }
   }
@@ -96,13 +85,13 @@ class Replay {
     }
     manager_->collect_offloads(true);
     if (config_.step_end) config_.step_end();  // the last collect's events
-    report_.evictions = sink_->removed(metrics::Tier::G1);
-    report_.swap_outs = sink_->stored(metrics::Tier::G2);
-    report_.swap_out_bytes = report_.swap_outs * pool_->layout().page_bytes();
-    report_.swap_in_bytes = report_.swap_ins * pool_->layout().page_bytes();
+    report_.evictions = session_->tier_events().removed(metrics::Tier::G1);
+    report_.swap_outs = session_->tier_events().stored(metrics::Tier::G2);
+    report_.swap_out_bytes = report_.swap_outs * session_->pool().layout().page_bytes();
+    report_.swap_in_bytes = report_.swap_ins * session_->pool().layout().page_bytes();
     report_.kv_tokens_written = writer_->tokens_written();
     report_.kv_bytes_written = writer_->bytes_written();
-    if (engine_) {
+    if (engine_ != nullptr) {
       report_.failed_copies = engine_->stats().failed_transfers;
       report_.swap_out_gbps = engine_->swap_out_usage().gbps();
       report_.swap_in_gbps = engine_->swap_in_usage().gbps();
@@ -116,9 +105,7 @@ class Replay {
  private:
   /// The tiers now and the report's counters so far.
   metrics::KvMetrics kv_metrics() const {
-    metrics::KvMetrics m;
-    metrics::read_tiers(*manager_, engine_.get(), m);
-    sink_->add_to(m);
+    metrics::KvMetrics m = session_->tier_metrics();
     m.query_blocks = report_.prompt_blocks;
     m.tier(metrics::Tier::G1).hit_blocks = report_.g1_hit_blocks;
     m.tier(metrics::Tier::G2).hit_blocks = report_.g2_hit_blocks;
@@ -131,9 +118,9 @@ class Replay {
   void arrive() {
     const TraceRequest& trace = requests_[next_arrival_];
     ActiveSequence sequence(synthesize_prompt(trace),
-                            ActiveSequenceConfig{.block_size = config_.manager.block_size,
+                            ActiveSequenceConfig{.block_size = config_.session.manager.block_size,
                                                  .max_output_tokens = config_.output_tokens.value_or(trace.output_length),
-                                                 .enable_prefix_caching = config_.manager.enable_prefix_caching,
+                                                 .enable_prefix_caching = config_.session.manager.enable_prefix_caching,
                                                  .emit_token_ids = config_.emit_token_ids,
                                                  .seed = config_.seed ^ next_arrival_});
     waiting_.push_back(Request{.index = next_arrival_,
@@ -211,32 +198,15 @@ class Replay {
     if (config_.copy_fault_one_in > 0 && fault_rng_() % config_.copy_fault_one_in == 0) engine_->inject_copy_fault(1);
   }
 
-  /// Allocates `r` up to `tokens`, making room: waits for swap-outs that
-  /// block, and — for a request that was running (`may_preempt`) — preempts
-  /// others (LIFO). false: `r` left `running_` (preempted, or an admission
-  /// deferred to the front of the queue, as vLLM admits only what fits).
-  bool allocate(std::size_t& index, std::size_t tokens, bool may_preempt = true) {
+  /// Allocates `r` up to `tokens`, making room: the driver waits for
+  /// swap-outs that block, and the replay preempts others (LIFO). false: `r`
+  /// was preempted and left `running_`.
+  bool allocate(std::size_t& index, std::size_t tokens) {
     for (;;) {
       maybe_inject_fault();
       Request& r = running_[index];
-      const g1::G1Acquire acquire = driver().allocate(r.owner, r.sequence, tokens);
-      ++report_.allocator_ops;
-      if (acquire.is_ready()) return true;
-      if (acquire.kind == g1::G1Acquire::Kind::BlockedOnOffload) {
-        manager_->collect_offloads(true);
-        continue;
-      }
-      if (manager_->offload_stats().quarantined > 0) {
-        manager_->collect_offloads(true);  // pages a finished swap-out still holds come back first
-        continue;
-      }
+      if (driver().allocate_collecting(r.owner, r.sequence, tokens, report_.allocator_ops).is_ready()) return true;
       const g1::OwnerId owner = r.owner;
-      if (!may_preempt) {
-        Request deferred = std::move(r);
-        running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(index));
-        waiting_.push_front(std::move(deferred));
-        return false;
-      }
       if (!preempt_other(index)) {
         preempt(index);
         return false;
@@ -248,60 +218,32 @@ class Replay {
     }
   }
 
-  /// Swap-in before the first allocation (§5.5): the G2-resident blocks after
-  /// the G1 prefix come back as inactive G1 blocks the allocation then hits.
-  void swap_in(Request& r) {
-    if (!engine_) return;
-    const std::size_t bs = config_.manager.block_size;
-    const std::size_t full = r.prompt_length / bs;
-    std::vector<PositionalLineageHash> keys;
-    for (std::size_t i = 0; i < full; ++i) {
-      keys.push_back(config_.manager.backend == g1::G1Backend::Kvbm ? r.sequence.plh(i)
-                                                                    : g1::native_tier_key(r.sequence.blocks()[i].hash()));
-    }
-    for (int attempt = 0; attempt < 2; ++attempt) {
-      const std::size_t skip = manager_->get_prefill_cost(r.sequence).cached_tokens / bs;
-      if (skip >= full) return;
-      auto pins = manager_->try_pin_g1_prefix(std::span(keys).first(skip));
-      if (!pins) return;
-      maybe_inject_fault();
-      const auto start = manager_->try_batch_swap_in(std::span(keys).subspan(skip), pins);
-      report_.allocator_ops += 2;
-      if (start.status == g1::SwapInStatus::BlockedOnG1Offload) {
-        manager_->collect_offloads(true);
-        continue;
-      }
-      if (start.status != g1::SwapInStatus::Scheduled) return;
-      const auto registration = manager_->register_completed_swap_in(start.swap_in_id);
-      ++report_.allocator_ops;
-      report_.swap_ins += registration.registered;
-      r.swapped_in = registration.registered;
-      return;
-    }
-  }
-
   Outcome prefill(std::size_t index, std::size_t& budget) {
-    const std::size_t bs = config_.manager.block_size;
+    const std::size_t bs = config_.session.manager.block_size;
     if (running_[index].computed == 0) {
-      running_[index].swapped_in = 0;
-      swap_in(running_[index]);
+      // Admission: G2 hits are swapped in first; what does not fit waits at
+      // the front of the queue (vLLM admits only what fits).
+      maybe_inject_fault();
       Request& r = running_[index];
-      const std::size_t hits = std::min(manager_->get_prefill_cost(r.sequence).cached_tokens / bs, r.prompt_length / bs);
-      // Reused blocks cost no budget; the first chunk starts after them.
-      const std::size_t target = std::min(r.sequence.len(), hits * bs + budget);
-      const std::size_t swapped_in = r.swapped_in;
-      const bool first = !r.admitted_before;
-      if (!allocate(index, target, /*may_preempt=*/false)) return Outcome::Preempted;
-      Request& a = running_[index];
-      if (first) {  // hit rates count a request's first admission
-        report_.prompt_blocks += a.prompt_length / bs;
-        const std::size_t from_g2 = std::min(swapped_in, hits);
+      const driver::Admission admission = driver().admit(r.owner, r.sequence, r.prompt_length, budget);
+      report_.allocator_ops += admission.manager_calls;
+      report_.swap_ins += admission.swapped_in;
+      if (!admission.acquire.is_ready()) {
+        Request deferred = std::move(r);
+        running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(index));
+        waiting_.push_front(std::move(deferred));
+        return Outcome::Preempted;
+      }
+      const std::size_t hits = admission.cached_blocks;
+      if (!r.admitted_before) {  // hit rates count a request's first admission
+        report_.prompt_blocks += r.prompt_length / bs;
+        const std::size_t from_g2 = std::min(admission.swapped_in, hits);
         report_.g2_hit_blocks += from_g2;
         report_.g1_hit_blocks += hits - from_g2;
-        a.admitted_before = true;
+        r.admitted_before = true;
       }
-      verify_reused(a, hits);
-      finish_chunk(a, hits * bs, target, budget);
+      verify_reused(r, hits);
+      finish_chunk(r, hits * bs, admission.allocated_to, budget);
     } else {
       const std::size_t target = std::min(running_[index].sequence.len(), running_[index].computed + budget);
       if (!allocate(index, target)) return Outcome::Preempted;
@@ -365,7 +307,7 @@ class Replay {
 
   /// The K/V identities of the tokens [block * bs, block * bs + count) of `r`.
   void token_identities(const Request& r, std::size_t block, std::size_t count, std::vector<std::uint64_t>& out) const {
-    const std::size_t bs = config_.manager.block_size;
+    const std::size_t bs = config_.session.manager.block_size;
     const auto tokens = r.sequence.tokens();
     const std::uint64_t parent = block == 0 ? 0 : r.sequence.blocks()[block - 1].hash().value();
     std::uint64_t identity = token_kv_identity(parent, {});
@@ -378,7 +320,7 @@ class Replay {
   /// Tokens [from, to) were computed: their K/V goes into their slots.
   void write_tokens(const Request& r, std::size_t from, std::size_t to) {
     if (from >= to) return;
-    const std::size_t bs = config_.manager.block_size;
+    const std::size_t bs = config_.session.manager.block_size;
     const auto table = manager_->block_table(r.owner);
     std::vector<std::uint64_t>& identities = identity_buffer_;
     for (std::size_t block = from / bs; block * bs < to; ++block) {
@@ -394,7 +336,7 @@ class Replay {
   /// The first `hits` blocks were reused: their pages must hold their tokens' K/V.
   void verify_reused(const Request& r, std::size_t hits) {
     if (config_.verify == VerifyMode::Off || hits == 0) return;
-    const std::size_t bs = config_.manager.block_size;
+    const std::size_t bs = config_.session.manager.block_size;
     const auto table = manager_->block_table(r.owner);
     std::vector<PageId> pages;
     std::vector<std::uint64_t>& identities = identity_buffer_;
@@ -412,12 +354,11 @@ class Replay {
 
   ReplayConfig config_;
   const std::vector<TraceRequest>& requests_;
-  std::unique_ptr<memory::KvPool> pool_;
-  std::unique_ptr<TokenKvWriter> writer_;
+  std::unique_ptr<session::Session> session_;
+  g1::G1Manager* manager_;             // the session's
+  offload::OffloadEngine* engine_;     // the session's G2 tier, or nullptr
+  std::unique_ptr<TokenKvWriter> writer_;  // writes the session's pages: declared after it
   std::vector<std::uint64_t> identity_buffer_;
-  std::shared_ptr<offload::OffloadEngine> engine_;  // after pool_: reads its pages
-  std::shared_ptr<metrics::TierEventCounter> sink_ = std::make_shared<metrics::TierEventCounter>();  // evictions, landings
-  std::unique_ptr<g1::G1Manager> manager_;
   std::deque<Request> waiting_;
   std::vector<Request> running_;
   std::size_t next_arrival_ = 0;

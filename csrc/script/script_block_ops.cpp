@@ -1,5 +1,7 @@
 // Script operations on blocks and owners: use, deref, promote, finalize, the
 // decode reservation, and the read/write ops on the owner's pages.
+#include <xxhash.h>
+
 #include "kvtier/core/errors.hpp"
 #include "script_state.hpp"
 
@@ -144,6 +146,12 @@ Json ScriptRunner::State::op_block_table(const Fields& f) {
   return out;
 }
 
+std::uint64_t ScriptRunner::State::pattern_identity(const UniqueBlock& block) const {
+  if (block.is_full()) return session::Session::pattern_identity(block);
+  const std::string label = partial_label(block.uuid());
+  return XXH3_64bits(label.data(), label.size());
+}
+
 std::vector<std::uint64_t> ScriptRunner::State::pattern_identities(g1::OwnerId owner) const {
   std::vector<std::uint64_t> identities;
   for (const UniqueBlock& b : manager_->owned_blocks(owner)) identities.push_back(pattern_identity(b));
@@ -153,7 +161,7 @@ std::vector<std::uint64_t> ScriptRunner::State::pattern_identities(g1::OwnerId o
 Json ScriptRunner::State::op_write(const Fields& f) {
   const g1::OwnerId id = existing_owner(owners_, *manager_, f);
   const auto pages = manager_->block_table(id);
-  pool_->fill_pattern(pages, pattern_identities(id));
+  session_->pool().fill_pattern(pages, pattern_identities(id));
   Json out;
   out["written"] = page_list(pages);
   return out;
@@ -165,7 +173,7 @@ std::vector<PageId> ScriptRunner::State::mismatched_pages(std::span<const PageId
   std::vector<std::uint64_t> identities;
   identities.reserve(blocks.size());
   for (const UniqueBlock& b : blocks) identities.push_back(pattern_identity(b));
-  return pool_->find_pattern_mismatches(pages, identities);
+  return session_->pool().find_pattern_mismatches(pages, identities);
 }
 
 Json ScriptRunner::State::op_verify(const Fields& f) {

@@ -123,11 +123,11 @@ Json ScriptRunner::State::op_cancel_swap_in(const Fields& f) {
 Json ScriptRunner::State::op_inject_fault(const Fields& f) {
   const bool copy = f.has("copy_batch");
   if (copy == f.has("allocation")) f.fail("inject_fault needs exactly one of 'copy_batch' and 'allocation'");
-  auto* host = dynamic_cast<memory::HostRuntime*>(runtime_.get());
+  auto* host = dynamic_cast<memory::HostRuntime*>(&session_->runtime());
   if (host == nullptr) throw ContractError("faults can be injected on the host runtime only");
   if (copy) {
-    if (!engine_) f.fail("inject_fault copy_batch needs the offload tier (init host_blocks > 0)");
-    engine_->inject_copy_fault(f.u64("copy_batch"));
+    if (session_->engine() == nullptr) f.fail("inject_fault copy_batch needs the offload tier (init host_blocks > 0)");
+    session_->engine()->inject_copy_fault(f.u64("copy_batch"));
   } else {
     const std::uint64_t nth = f.u64("allocation");
     if (nth == 0) f.fail("inject_fault allocation counts from 1");

@@ -1,6 +1,5 @@
 #include "kvtier/script/script_runner.hpp"
 
-#include <xxhash.h>
 
 #include <cctype>
 #include <charconv>
@@ -223,62 +222,40 @@ Json ScriptRunner::State::dispatch(const Fields& f, const std::string& op) {
 
 Json ScriptRunner::State::op_init(const Fields& f) {
   if (initialized()) f.fail("init may appear only once");
-  const std::string backend = f.string_or("backend", "native");
-  if (backend != "native" && backend != "kvbm") f.fail("backend must be \"native\" or \"kvbm\", not \"" + backend + "\"");
-  if (backend == "native" && f.has("eviction")) f.fail("eviction applies to the kvbm backend only");
-  const std::uint32_t host_blocks = f.u32_or("host_blocks", 0);
-  if (host_blocks == 0 && (f.has("offload_batch") || f.has("verify_swaps"))) {
-    f.fail("offload_batch and verify_swaps need the offload tier (host_blocks > 0)");
-  }
-  const g1::G1ManagerConfig config{
-      .capacity = f.u32("capacity"),
-      .block_size = f.u32("block_size"),
-      .dp_rank = f.u32_or("dp_rank", 0),
-      .backend = backend == "kvbm" ? g1::G1Backend::Kvbm : g1::G1Backend::Native,
-      .enable_prefix_caching = f.boolean_or("prefix_caching", true),
-      .eviction = g1::parse_eviction_backend(f.string_or("eviction", "lineage"))};
-  if (config.capacity > 0xFFFFFFF0U) f.fail("capacity is too large");
-  const std::uint64_t seed = f.u64_or("seed", 0);
-
-  KvGeometry geometry;  // the small default: 2 layers x 2 heads x 64, bf16
-  PageLayout page_layout = PageLayout::PageMajor;
+  session::SessionConfig config;  // the defaults every front door shares
+  config.set_backend(f.string_or("backend", "native"),
+                     f.has("eviction") ? std::optional<std::string>(f.string("eviction")) : std::nullopt);
+  config.manager.capacity = f.u32("capacity");  // the script format requires both
+  config.manager.block_size = f.u32("block_size");
+  config.manager.dp_rank = f.u32_or("dp_rank", 0);
+  config.manager.enable_prefix_caching = f.boolean_or("prefix_caching", true);
+  config.host_blocks = f.u32_or("host_blocks", 0);
+  if (f.has("offload_batch")) config.offload_batch = f.u32("offload_batch");
+  config.verify_swaps = f.boolean_or("verify_swaps", false);
+  config.device = memory::parse_runtime_choice(f.string_or("device", "auto"));
   if (f.has("layout")) {
     const auto& layout = f.raw("layout");
     if (!layout.is_object()) f.fail("field 'layout' must be an object");
     const Fields l(layout, f.line());
-    geometry.layers = l.u32_or("layers", geometry.layers);
-    geometry.kv_heads = l.u32_or("kv_heads", geometry.kv_heads);
-    geometry.head_dim = l.u32_or("head_dim", geometry.head_dim);
-    geometry.dtype = parse_dtype(l.string_or("dtype", "bf16"));
-    page_layout = parse_page_layout(l.string_or("kind", "page-major"));
+    config.geometry.layers = l.u32_or("layers", config.geometry.layers);
+    config.geometry.kv_heads = l.u32_or("kv_heads", config.geometry.kv_heads);
+    config.geometry.head_dim = l.u32_or("head_dim", config.geometry.head_dim);
+    config.geometry.dtype = parse_dtype(l.string_or("dtype", dtype_name(config.geometry.dtype)));
+    config.layout = parse_page_layout(l.string_or("kind", page_layout_name(config.layout)));
   }
-  geometry.tokens_per_block = config.block_size;
-
-  std::vector<std::shared_ptr<KvEventSink>> sinks{sink_};
-  sinks.insert(sinks.end(), event_sinks_.begin(), event_sinks_.end());
-  auto manager = std::make_unique<g1::G1Manager>(config, std::move(sinks));
-  auto runtime = memory::make_runtime(memory::parse_runtime_choice(f.string_or("device", "auto")));
-  auto pool = std::make_unique<memory::KvPool>(*runtime, KvLayout(geometry, page_layout, config.capacity));
-  std::shared_ptr<offload::OffloadEngine> engine;
-  if (host_blocks != 0) {
-    engine = std::make_shared<offload::OffloadEngine>(
-        *runtime, *pool,
-        offload::OffloadConfig{.host_blocks = host_blocks,
-                               .batch_blocks = f.u32_or("offload_batch", offload::OffloadConfig{}.batch_blocks),
-                               .verify_swaps = f.boolean_or("verify_swaps", false)});
-    manager->attach_offload_engine(engine);
-  }
+  const std::uint64_t seed = f.u64_or("seed", 0);
+  config.event_sinks.push_back(sink_);
+  config.event_sinks.insert(config.event_sinks.end(), event_sinks_.begin(), event_sinks_.end());
+  auto made = std::make_unique<session::Session>(std::move(config));
   Json out;
-  out["backend"] = backend;
-  out["capacity"] = config.capacity;
-  out["block_size"] = config.block_size;
-  out["device"] = memory::runtime_kind_name(runtime->kind());
-  out["page_bytes"] = pool->layout().page_bytes();
-  if (host_blocks != 0) out["host_blocks"] = host_blocks;
-  runtime_ = std::move(runtime);
-  pool_ = std::move(pool);
-  engine_ = std::move(engine);
-  manager_ = std::move(manager);
+  out["backend"] = g1::backend_name(made->config().manager.backend);
+  out["capacity"] = made->config().manager.capacity;
+  out["block_size"] = made->config().manager.block_size;
+  out["device"] = memory::runtime_kind_name(made->runtime().kind());
+  out["page_bytes"] = made->pool().layout().page_bytes();
+  if (made->config().host_blocks != 0) out["host_blocks"] = made->config().host_blocks;
+  session_ = std::move(made);
+  manager_ = &session_->manager();
   seed_ = seed;
   return out;
 }
@@ -344,12 +321,6 @@ std::string ScriptRunner::State::partial_label(const Uuid& uuid) const {
 Json ScriptRunner::State::block_json(const UniqueBlock& block) const {
   if (block.is_full()) return block.hash().value();
   return partial_label(block.uuid());
-}
-
-std::uint64_t ScriptRunner::State::pattern_identity(const UniqueBlock& block) const {
-  if (block.is_full()) return block.hash().value();
-  const std::string label = partial_label(block.uuid());
-  return XXH3_64bits(label.data(), label.size());
 }
 
 Json ScriptRunner::State::acquire_json(const g1::G1Acquire& acquire) {

@@ -10,10 +10,8 @@
 #include "kvtier/core/kv_event_sink.hpp"
 #include "kvtier/driver/request_driver.hpp"
 #include "kvtier/g1/g1_manager.hpp"
-#include "kvtier/memory/kv_pool.hpp"
-#include "kvtier/memory/runtime.hpp"
-#include "kvtier/offload/offload_engine.hpp"
 #include "kvtier/script/script_runner.hpp"
+#include "kvtier/session/session.hpp"
 #include "script_fields.hpp"
 
 namespace kvtier::script {
@@ -24,8 +22,8 @@ class ScriptRunner::State {
  public:
   /// Runs one operation; throws ScriptError / kvtier::Error when refused.
   Json dispatch(const Fields& fields, const std::string& op);
-  bool initialized() const noexcept { return manager_ != nullptr; }
-  const g1::G1Manager* manager() const noexcept { return manager_.get(); }
+  bool initialized() const noexcept { return session_ != nullptr; }
+  const g1::G1Manager* manager() const noexcept { return manager_; }
   std::string partial_label(const Uuid& uuid) const;
   std::optional<g1::OwnerId> owner_id(const std::string& label) const {
     const auto it = owners_.find(label);
@@ -93,19 +91,20 @@ class ScriptRunner::State {
   std::unordered_map<std::string, Uuid>::iterator add_label(const std::string& label, const Uuid& uuid);
   void forget_label(const Uuid& uuid);
   Json block_json(const UniqueBlock& block) const;
+  /// The script format's pattern identity (spec/script-format.md): the
+  /// session's for a full block (its sequence hash), XXH3-64 of the label
+  /// for a partial one, so a script's pages are the same bytes on every run.
   std::uint64_t pattern_identity(const UniqueBlock& block) const;
   /// Pattern identities of the blocks the owner's pages back now, in table order.
   std::vector<std::uint64_t> pattern_identities(g1::OwnerId owner) const;
   void require_init(const Fields& f) const;
-  driver::RequestDriver driver() { return driver::RequestDriver(*manager_); }
+  driver::RequestDriver driver() { return session_->driver(); }
   static Json acquire_json(const g1::G1Acquire& acquire);
 
-  std::unique_ptr<memory::Runtime> runtime_;
-  std::unique_ptr<memory::KvPool> pool_;
-  std::shared_ptr<offload::OffloadEngine> engine_;  // reads and writes pool_'s pages: declared after it
   std::shared_ptr<RecordingEventSink> sink_ = std::make_shared<RecordingEventSink>();
   std::vector<std::shared_ptr<KvEventSink>> event_sinks_;  // more listeners, given by the caller
-  std::unique_ptr<g1::G1Manager> manager_;
+  std::unique_ptr<session::Session> session_;  // made by init
+  g1::G1Manager* manager_ = nullptr;           // the session's
   std::uint64_t seed_ = 0;  // seeds each sequence with its id, so scripts replay byte for byte
   std::map<std::string, g1::OwnerId> owners_;
   std::unordered_map<std::uint64_t, std::string> owner_labels_;

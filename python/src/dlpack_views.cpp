@@ -31,8 +31,8 @@ int device_id(const memory::Runtime& runtime) {
 
 }  // namespace
 
-Tensor kv_view(const std::shared_ptr<PageMemory>& memory, std::uint32_t layer, KvPart part, bool as_bytes) {
-  memory::KvPool& pool = *memory->pool;
+Tensor kv_view(const std::shared_ptr<session::PageMemory>& memory, std::uint32_t layer, KvPart part, bool as_bytes) {
+  memory::KvPool& pool = memory->pool();
   const KvLayout& layout = pool.layout();
   const KvGeometry& g = layout.geometry();
   if (layer >= g.layers) {
@@ -50,8 +50,8 @@ Tensor kv_view(const std::shared_ptr<PageMemory>& memory, std::uint32_t layer, K
   std::byte* data = pool.slab() + layout.offset(0, layer, part, 0, 0);
   const memory::Runtime& runtime = pool.runtime();
   // The capsule shares the pages: they live as long as the longest-lived of the manager and its views.
-  nb::capsule owner(new std::shared_ptr<PageMemory>(memory),
-                    [](void* p) noexcept { delete static_cast<std::shared_ptr<PageMemory>*>(p); });
+  nb::capsule owner(new std::shared_ptr<session::PageMemory>(memory),
+                    [](void* p) noexcept { delete static_cast<std::shared_ptr<session::PageMemory>*>(p); });
   return Tensor(data, 4, shape, owner, strides, as_bytes ? nb::dtype<std::uint8_t>() : element_type(g.dtype),
                 device_type(runtime), device_id(runtime));
 }

@@ -23,7 +23,7 @@ using Tensor = nanobind::ndarray<nanobind::array_api>;
 /// K or V of `layer`: shape [pages, tokens_per_block, kv_heads, head_dim] in
 /// the layout's dtype (fp8 as uint8), strides from the page layout. With
 /// `as_bytes`, uint8 with the last dimension in bytes (any dtype).
-Tensor kv_view(const std::shared_ptr<PageMemory>& memory, std::uint32_t layer, KvPart part, bool as_bytes);
+Tensor kv_view(const std::shared_ptr<session::PageMemory>& memory, std::uint32_t layer, KvPart part, bool as_bytes);
 
 /// A padded [rows, max_blocks] int32 table (-1 past each row's end) in a fresh
 /// allocation of the runtime's device memory, owned by the returned tensor.

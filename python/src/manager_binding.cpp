@@ -335,7 +335,7 @@ void bind_pages(nb::class_<PyManager>& c) {
              return nb::bytes(bytes.data(), bytes.size());
            },
            "page"_a, "A copy of one page's bytes in logical order [layer][K|V][token][head][dim].")
-      .def_static("pattern_identity", [](nb::handle block) { return ManagerSession::pattern_identity(block_from_python(block)); },
+      .def_static("pattern_identity", [](nb::handle block) { return session::Session::pattern_identity(block_from_python(block)); },
                   "block"_a, "The identity whose page pattern write_pattern writes for a block (int hash or uuid.UUID).");
 }
 
@@ -353,6 +353,7 @@ void bind_events(nb::class_<PyManager>& c) {
 }  // namespace
 
 void bind_manager(nb::module_& module) {
+  static const session::SessionConfig kDefaults{};
   bind_request(module);
   static PyType_Slot slots[] = {{Py_tp_traverse, reinterpret_cast<void*>(&PyManager::traverse)},
                                 {Py_tp_clear, reinterpret_cast<void*>(&PyManager::clear)},
@@ -382,31 +383,33 @@ void bind_manager(nb::module_& module) {
             throw ConfigError("this build of kvtier has no ZMQ publisher (libzmq3-dev and libmsgpack-cxx-dev)");
 #endif
           }
-          new (self) PyManager(ManagerOptions{.backend = std::move(backend),
-                                              .eviction = std::move(eviction),
-                                              .capacity = capacity,
-                                              .block_size = block_size,
-                                              .layers = layers,
-                                              .kv_heads = kv_heads,
-                                              .head_dim = head_dim,
-                                              .dtype = std::move(dtype),
-                                              .layout = std::move(layout),
-                                              .device = std::move(device),
-                                              .host_blocks = host_blocks,
-                                              .offload_batch = offload_batch,
-                                              .verify_swaps = verify_swaps,
-                                              .prefix_caching = prefix_caching,
-                                              .dp_rank = dp_rank,
-                                              .seed = seed,
-                                              .max_pending_events = max_pending_events},
-                               std::move(sinks));
+          ManagerOptions options{.seed = seed, .max_pending_events = max_pending_events};
+          session::SessionConfig& config = options.session;
+          config.set_backend(backend, eviction);
+          config.manager.capacity = capacity;
+          config.manager.block_size = block_size;
+          config.manager.dp_rank = dp_rank;
+          config.manager.enable_prefix_caching = prefix_caching;
+          config.geometry = KvGeometry{
+              .layers = layers, .kv_heads = kv_heads, .head_dim = head_dim, .dtype = parse_dtype(dtype), .tokens_per_block = block_size};
+          config.layout = parse_page_layout(layout);
+          config.device = memory::parse_runtime_choice(device);
+          config.host_blocks = host_blocks;
+          config.offload_batch = offload_batch;
+          config.verify_swaps = verify_swaps;
+          new (self) PyManager(std::move(options), std::move(sinks));
         },
-        nb::kw_only(), "backend"_a = "native", "eviction"_a = nb::none(), "capacity"_a = 1024, "block_size"_a = 16,
-        "layers"_a = 2, "kv_heads"_a = 2, "head_dim"_a = 64, "dtype"_a = "bf16", "layout"_a = "layer-major",
-        "device"_a = "auto", "host_blocks"_a = 0, "offload_batch"_a = nb::none(), "verify_swaps"_a = false,
-        "prefix_caching"_a = true, "dp_rank"_a = 0, "seed"_a = 0, "max_pending_events"_a = 1 << 20,
+        // The defaults are every front door's (session::SessionConfig).
+        nb::kw_only(), "backend"_a = g1::backend_name(kDefaults.manager.backend), "eviction"_a = nb::none(),
+        "capacity"_a = kDefaults.manager.capacity, "block_size"_a = kDefaults.manager.block_size,
+        "layers"_a = kDefaults.geometry.layers, "kv_heads"_a = kDefaults.geometry.kv_heads,
+        "head_dim"_a = kDefaults.geometry.head_dim, "dtype"_a = dtype_name(kDefaults.geometry.dtype),
+        "layout"_a = page_layout_name(kDefaults.layout), "device"_a = "auto", "host_blocks"_a = kDefaults.host_blocks,
+        "offload_batch"_a = nb::none(), "verify_swaps"_a = kDefaults.verify_swaps,
+        "prefix_caching"_a = kDefaults.manager.enable_prefix_caching, "dp_rank"_a = kDefaults.manager.dp_rank,
+        "seed"_a = 0, "max_pending_events"_a = ManagerOptions{}.max_pending_events,
         "publishers"_a = std::vector<nb::handle>{});
-  c.def_prop_ro("backend", [](PyManager& m) { return m.session().options().backend; })
+  c.def_prop_ro("backend", [](PyManager& m) { return std::string(g1::backend_name(m.manager().backend())); })
       .def_prop_ro("eviction", [](PyManager& m) {
         return m.manager().backend() == g1::G1Backend::Kvbm ? std::optional<std::string>(g1::eviction_backend_name(m.manager().eviction_backend()))
                                                             : std::nullopt;

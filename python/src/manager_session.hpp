@@ -1,7 +1,7 @@
 #pragma once
-// What one Python `kvtier.Manager` owns: the runtime, the G1 pool of real
-// pages, the optional G2 offload engine and the G1Manager, plus the requests'
-// owner ids and the events waiting for Python. Plain C++ (no nanobind), so
+// What one Python `kvtier.Manager` owns: a session (runtime, G1 pool of real
+// pages, optional G2 offload engine, G1Manager), the requests' owner ids and
+// the events waiting for Python. Plain C++ (no nanobind), so
 // the binding files stay thin.
 #include <cstdint>
 #include <deque>
@@ -13,36 +13,18 @@
 
 #include "kvtier/core/active_sequence.hpp"
 #include "kvtier/core/kv_event_sink.hpp"
-#include "kvtier/driver/request_driver.hpp"
-#include "kvtier/g1/g1_manager.hpp"
-#include "kvtier/memory/kv_pool.hpp"
-#include "kvtier/memory/runtime.hpp"
 #include "kvtier/metrics/kv_metrics.hpp"
-#include "kvtier/metrics/tier_event_counter.hpp"
+#include "kvtier/session/session.hpp"
 #if KVTIER_WITH_PROMETHEUS
 #include "kvtier/metrics/prometheus_metrics.hpp"
 #endif
-#include "kvtier/offload/offload_engine.hpp"
 
 namespace kvtier::python {
 
-/// Every setting of `kvtier.Manager(...)`, validated by the constructor.
+/// Every setting of `kvtier.Manager(...)`: the session's (its defaults are
+/// every front door's) and Python's own.
 struct ManagerOptions {
-  std::string backend = "native";
-  std::optional<std::string> eviction{};  // kvbm only; default lineage
-  std::uint32_t capacity = 1024;
-  std::uint32_t block_size = 16;
-  std::uint32_t layers = 2;
-  std::uint32_t kv_heads = 2;
-  std::uint32_t head_dim = 64;
-  std::string dtype = "bf16";
-  std::string layout = "layer-major";
-  std::string device = "auto";
-  std::uint32_t host_blocks = 0;
-  std::optional<std::uint32_t> offload_batch{};
-  bool verify_swaps = false;
-  bool prefix_caching = true;
-  std::uint32_t dp_rank = 0;
+  session::SessionConfig session;
   std::uint64_t seed = 0;
   std::size_t max_pending_events = 1 << 20;
 };
@@ -71,18 +53,6 @@ class PendingEventSink final : public KvEventSink {
   std::uint64_t dropped_ = 0;
 };
 
-/// The runtime and the G1 pool of real pages, shared by the session and every
-/// DLPack view of them: a view stays valid after its Manager was closed or
-/// collected. The pool is destroyed before the runtime it came from.
-struct PageMemory {
-  std::unique_ptr<memory::Runtime> runtime;
-  std::unique_ptr<memory::KvPool> pool;
-  PageMemory(std::unique_ptr<memory::Runtime> r, const KvLayout& layout);
-  PageMemory(const PageMemory&) = delete;
-  PageMemory& operator=(const PageMemory&) = delete;
-  ~PageMemory();
-};
-
 /// A request the Python scheduler drives: its owner id and block sequence.
 struct RequestState {
   std::uint64_t manager_id = 0;
@@ -96,22 +66,21 @@ struct RequestState {
 class ManagerSession {
  public:
   /// ConfigError for an impossible configuration (nothing is kept).
-  ManagerSession(const ManagerOptions& options, std::vector<std::shared_ptr<KvEventSink>> extra_sinks);
+  ManagerSession(ManagerOptions options, std::vector<std::shared_ptr<KvEventSink>> extra_sinks);
   ManagerSession(const ManagerSession&) = delete;
   ManagerSession& operator=(const ManagerSession&) = delete;
 
   std::uint64_t id() const noexcept { return id_; }
-  const ManagerOptions& options() const noexcept { return options_; }
-  g1::G1Manager& manager() noexcept { return *manager_; }
-  const g1::G1Manager& manager() const noexcept { return *manager_; }
-  memory::Runtime& runtime() noexcept { return *memory_->runtime; }
-  memory::KvPool& pool() noexcept { return *memory_->pool; }
-  const memory::KvPool& pool() const noexcept { return *memory_->pool; }
+  g1::G1Manager& manager() noexcept { return session_->manager(); }
+  const g1::G1Manager& manager() const noexcept { return session_->manager(); }
+  memory::Runtime& runtime() noexcept { return session_->runtime(); }
+  memory::KvPool& pool() noexcept { return session_->pool(); }
+  const memory::KvPool& pool() const noexcept { return session_->pool(); }
   /// What a view of the pages holds on to.
-  std::shared_ptr<PageMemory> page_memory() const noexcept { return memory_; }
-  offload::OffloadEngine* engine() noexcept { return engine_.get(); }
+  std::shared_ptr<session::PageMemory> page_memory() const noexcept { return session_->page_memory(); }
+  offload::OffloadEngine* engine() noexcept { return session_->engine(); }
   PendingEventSink& events() noexcept { return *events_; }
-  driver::RequestDriver driver() noexcept { return driver::RequestDriver(*manager_); }
+  driver::RequestDriver driver() noexcept { return session_->driver(); }
 
   /// Owner ids from here up belong to requests; MoveBlock-level callers use those below.
   static constexpr std::uint64_t kFirstRequestOwner = std::uint64_t{1} << 63;
@@ -128,11 +97,8 @@ class ManagerSession {
   /// manager `manager_id` is this manager's.
   void check_handle(std::uint64_t manager_id, const char* what) const;
 
-  /// The page pattern identity of a block: its sequence hash when full, a mix
-  /// of its UUID when partial (what write_pattern writes and verify checks).
-  static std::uint64_t pattern_identity(const UniqueBlock& block) noexcept;
-  /// Pattern identities of the owner's blocks, in table order.
-  std::vector<std::uint64_t> pattern_identities(g1::OwnerId owner) const;
+  /// Pattern identities of the owner's blocks, in table order (session::Session::pattern_identity).
+  std::vector<std::uint64_t> pattern_identities(g1::OwnerId owner) const { return session_->pattern_identities(owner); }
 
   /// A request's first successful allocation found `cached_blocks` of its
   /// prompt's full blocks in G1: the hits and queries of the metrics. Blocks
@@ -150,12 +116,9 @@ class ManagerSession {
 
  private:
   std::uint64_t id_;
-  ManagerOptions options_;
-  std::shared_ptr<PageMemory> memory_;
-  std::shared_ptr<offload::OffloadEngine> engine_;  // reads and writes memory_'s pages: declared after it
+  std::uint64_t seed_;  // of the requests' random output tokens
   std::shared_ptr<PendingEventSink> events_;
-  std::shared_ptr<metrics::TierEventCounter> tier_events_ = std::make_shared<metrics::TierEventCounter>();
-  std::unique_ptr<g1::G1Manager> manager_;
+  std::unique_ptr<session::Session> session_;
   metrics::KvMetrics request_counts_;  // query_blocks and each tier's hit_blocks (count_admission)
   std::uint64_t swapped_in_unclaimed_ = 0;
 #if KVTIER_WITH_PROMETHEUS

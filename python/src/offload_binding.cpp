@@ -37,10 +37,7 @@ std::vector<PositionalLineageHash> tier_keys(PyManager& m, nb::handle keys) {
   if (nb::isinstance<RequestState>(keys)) {
     const RequestState& r = nb::cast<RequestState&>(keys);
     m.session().check_request(r);
-    for (std::size_t i = 0; i < r.sequence.full_block_count(); ++i) {
-      out.push_back(kvbm ? r.sequence.plh(i) : g1::native_tier_key(r.sequence.blocks()[i].hash()));
-    }
-    return out;
+    return m.manager().tier_keys(r.sequence, r.sequence.full_block_count());
   }
   if (kvbm) return plhs_from_python(keys);
   for (nb::handle key : keys) {

@@ -16,8 +16,8 @@ namespace kvtier::python {
 
 class PyManager {
  public:
-  PyManager(const ManagerOptions& options, std::vector<std::shared_ptr<KvEventSink>> extra_sinks)
-      : session_(std::make_unique<ManagerSession>(options, std::move(extra_sinks))) {}
+  PyManager(ManagerOptions options, std::vector<std::shared_ptr<KvEventSink>> extra_sinks)
+      : session_(std::make_unique<ManagerSession>(std::move(options), std::move(extra_sinks))) {}
 
   /// ContractError once the manager was closed.
   ManagerSession& session();

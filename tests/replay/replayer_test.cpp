@@ -24,8 +24,8 @@ TraceRequest request(double at, std::vector<std::uint64_t> ids, std::size_t outp
 
 ReplayConfig small(std::uint32_t capacity, std::uint32_t block_size = 64) {
   ReplayConfig config;
-  config.manager = g1::G1ManagerConfig{.capacity = capacity, .block_size = block_size};
-  config.geometry = KvGeometry{.layers = 1, .kv_heads = 1, .head_dim = 8, .dtype = KvDtype::Bf16};
+  config.session.manager = g1::G1ManagerConfig{.capacity = capacity, .block_size = block_size};
+  config.session.geometry = KvGeometry{.layers = 1, .kv_heads = 1, .head_dim = 8, .dtype = KvDtype::Bf16};
   config.verify = VerifyMode::Full;
   return config;
 }
@@ -59,7 +59,7 @@ TEST(Replayer, PreemptionRecomputesAndEveryRequestStillFinishes) {
   memory::HostRuntime runtime;
   for (const g1::G1Backend backend : {g1::G1Backend::Native, g1::G1Backend::Kvbm}) {
     ReplayConfig config = small(20, 64);  // 20 pages: two 8-block prompts and their decode growth do not fit
-    config.manager.backend = backend;
+    config.session.manager.backend = backend;
     config.max_running = 4;
     std::vector<TraceRequest> trace;
     for (std::uint64_t r = 0; r < 6; ++r) trace.push_back(request(0, {100 + r}, 200));
@@ -73,9 +73,9 @@ TEST(Replayer, PreemptionRecomputesAndEveryRequestStillFinishes) {
 /// 24 G1 pages and a 64-page G2 tier, one request at a time.
 ReplayConfig with_g2(g1::G1Backend backend) {
   ReplayConfig config = small(24, 64);
-  config.manager.backend = backend;
+  config.session.manager.backend = backend;
   config.max_running = 1;
-  config.host_blocks = 64;
+  config.session.host_blocks = 64;
   return config;
 }
 
@@ -144,9 +144,9 @@ TEST(Replayer, InjectedCopyFaultsDropBlocksButNeverCorruptOne) {
   memory::HostRuntime runtime;
   for (const g1::G1Backend backend : {g1::G1Backend::Native, g1::G1Backend::Kvbm}) {
     ReplayConfig config = small(32, 64);
-    config.manager.backend = backend;
+    config.session.manager.backend = backend;
     config.max_running = 2;
-    config.host_blocks = 48;
+    config.session.host_blocks = 48;
     config.copy_fault_one_in = 3;
     std::mt19937_64 rng(5);
     std::vector<TraceRequest> trace;

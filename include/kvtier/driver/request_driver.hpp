@@ -25,6 +25,21 @@ struct DecodeStep {
   bool finished = false;
 };
 
+/// What bringing a request's G2-resident prefix back into G1 did.
+struct SwapInOutcome {
+  std::size_t registered = 0;     // blocks registered in G1 (inactive, so the allocation hits them)
+  std::size_t manager_calls = 0;  // pin, swap-in and registration calls made
+};
+
+/// What admitting a request did.
+struct Admission {
+  g1::G1Acquire acquire = g1::G1Acquire::ready(0);  // ready, or capacity exhausted with nothing changed
+  std::size_t cached_blocks = 0;  // prompt blocks found in G1 (swapped-in ones included), reused for free
+  std::size_t swapped_in = 0;     // of those, blocks the swap-in brought back from the offload tier
+  std::size_t allocated_to = 0;   // tokens allocated when ready: the cached ones and the first chunk
+  std::size_t manager_calls = 0;
+};
+
 /// Stateless: it keeps no request, only a reference to the manager; each call
 /// takes the request's owner and sequence. Contract violations throw
 /// ContractError with nothing changed.
@@ -44,6 +59,26 @@ class RequestDriver {
   /// itself. Ready moves the watermark; capacity exhaustion changes nothing.
   g1::G1Acquire allocate(g1::OwnerId owner, ActiveSequence& sequence, std::size_t cumulative_tokens,
                          std::optional<std::size_t> reuse = std::nullopt);
+
+  /// allocate(), retried while the offload tier stands in the way: a
+  /// BlockedOnOffload answer, or capacity exhausted while a finished
+  /// swap-out still holds quarantined pages, collects the offloads (waiting
+  /// for them) and tries again. Ready or capacity exhausted with nothing
+  /// quarantined; `manager_calls` counts the allocations made.
+  g1::G1Acquire allocate_collecting(g1::OwnerId owner, ActiveSequence& sequence, std::size_t cumulative_tokens,
+                                    std::size_t& manager_calls);
+
+  /// Before a request's first allocation (docs/semantics.md §5.5): the blocks
+  /// of its first `prompt_tokens` that sit in the offload tier right after its
+  /// G1 prefix are pinned, swapped in and registered, so the allocation hits
+  /// them. A swap-in blocked on a swap-out collects it and tries once more.
+  /// Nothing happens without an offload tier.
+  SwapInOutcome swap_in_prefix(const ActiveSequence& sequence, std::size_t prompt_tokens);
+
+  /// A request's first allocation: swap_in_prefix, then allocate_collecting
+  /// of its cached prompt blocks (reused, free) and `chunk_tokens` more, at
+  /// most its length.
+  Admission admit(g1::OwnerId owner, ActiveSequence& sequence, std::size_t prompt_tokens, std::size_t chunk_tokens);
 
   /// Tokens [before, after) were computed: the native backend makes their
   /// blocks visible and the sequence's computed tail is promoted (#12222

@@ -127,6 +127,9 @@ class G1Manager {
   OffloadStats offload_stats() const;
   bool is_host_cached(SequenceHash hash) const { return tier_ != nullptr && tier_->is_resident(hash); }
 
+  /// The offload tier's keys of the sequence's first `blocks` full blocks:
+  /// PLHs on KVBM, native_tier_key of the sequence hash on native.
+  std::vector<PositionalLineageHash> tier_keys(const ActiveSequence& sequence, std::size_t blocks) const;
   /// All of `plhs` registered in G1 (active or inactive) are pinned, or none
   /// (nullopt). An empty prefix pins nothing.
   std::optional<G1PrefixPins> try_pin_g1_prefix(std::span<const PositionalLineageHash> plhs);

@@ -14,12 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "kvtier/core/kv_event_sink.hpp"
-#include "kvtier/core/kv_layout.hpp"
-#include "kvtier/g1/g1_manager.hpp"
 #include "kvtier/memory/runtime.hpp"
 #include "kvtier/metrics/kv_metrics.hpp"
 #include "kvtier/replay/trace.hpp"
+#include "kvtier/session/session_config.hpp"
 
 namespace kvtier::replay {
 
@@ -28,10 +26,9 @@ enum class VerifyMode : std::uint8_t { Off, Sample, Full };
 VerifyMode parse_verify_mode(const std::string& name);
 
 struct ReplayConfig {
-  g1::G1ManagerConfig manager;     // capacity, block size (must divide 512), backend, eviction
-  KvGeometry geometry;             // tokens_per_block is the manager's block size
-  PageLayout layout = PageLayout::PageMajor;
-  std::uint32_t host_blocks = 0;   // > 0: an offload tier of this many pages
+  /// G1 (its block size must divide 512), the page layout, the G2 tier, more
+  /// listeners of the KV events (a ZMQ publisher); the session's defaults.
+  session::SessionConfig session;
   std::uint32_t max_running = 32;
   std::size_t token_budget = 8192;            // prompt and decode tokens per step
   std::optional<std::size_t> output_tokens;   // overrides every request's output length
@@ -45,9 +42,8 @@ struct ReplayConfig {
   /// Called after every scheduler step with (requests finished, requests in
   /// the trace): the CLI's progress bar.
   std::function<void(std::size_t, std::size_t)> progress{};
-  /// More listeners of the manager's KV events (a ZMQ publisher), and what
-  /// ends each scheduler step for them (its flush: one batch per step).
-  std::vector<std::shared_ptr<KvEventSink>> event_sinks{};
+  /// What ends each scheduler step for the event listeners (a ZMQ
+  /// publisher's flush: one batch per step).
   std::function<void()> step_end{};
   /// Stored events carry the blocks' token ids (what vLLM's BlockStored sends).
   bool emit_token_ids = false;

@@ -1,0 +1,33 @@
+#include "kvtier/session/session_config.hpp"
+
+#include <string>
+
+#include "kvtier/core/errors.hpp"
+#include "kvtier/g1/eviction_policy.hpp"
+
+namespace kvtier::session {
+
+void SessionConfig::set_backend(std::string_view backend, std::optional<std::string_view> eviction) {
+  if (backend != "native" && backend != "kvbm") {
+    throw ConfigError("backend must be \"native\" or \"kvbm\", not \"" + std::string(backend) + "\"");
+  }
+  if (backend == "native" && eviction) throw ConfigError("eviction applies to the kvbm backend only");
+  manager.backend = backend == "kvbm" ? g1::G1Backend::Kvbm : g1::G1Backend::Native;
+  manager.eviction = g1::parse_eviction_backend(eviction.value_or("lineage"));
+}
+
+void SessionConfig::validate() const {
+  // The manager, the layout and the offload engine check their own settings.
+  if (manager.capacity > 0xFFFFFFF0U) throw ConfigError("capacity is too large");
+  if (host_blocks == 0 && (offload_batch || verify_swaps)) {
+    throw ConfigError("offload_batch and verify_swaps need the offload tier (host_blocks > 0)");
+  }
+}
+
+KvLayout SessionConfig::kv_layout() const {
+  KvGeometry g = geometry;
+  g.tokens_per_block = manager.block_size;
+  return KvLayout(g, layout, manager.capacity);
+}
+
+}  // namespace kvtier::session

@@ -1,0 +1,89 @@
+#pragma once
+// One kvtier session: the runtime, the G1 pool of real pages, the optional
+// G2 offload engine and the G1Manager over them, built from one validated
+// SessionConfig. The script, the Python package and the replay are thin
+// front doors over it.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kvtier/core/unique_block.hpp"
+#include "kvtier/driver/request_driver.hpp"
+#include "kvtier/g1/g1_manager.hpp"
+#include "kvtier/memory/kv_pool.hpp"
+#include "kvtier/memory/runtime.hpp"
+#include "kvtier/metrics/kv_metrics.hpp"
+#include "kvtier/metrics/tier_event_counter.hpp"
+#include "kvtier/offload/offload_engine.hpp"
+#include "kvtier/session/session_config.hpp"
+
+namespace kvtier::session {
+
+/// The runtime and the G1 pool, shared with whatever views their memory (a
+/// DLPack tensor outlives the session that made it). The pool goes before
+/// the runtime it came from.
+class PageMemory {
+ public:
+  /// Owns `runtime`.
+  PageMemory(std::unique_ptr<memory::Runtime> runtime, const KvLayout& layout);
+  /// Borrows `runtime`: the caller keeps it alive past this memory.
+  PageMemory(memory::Runtime& runtime, const KvLayout& layout);
+  PageMemory(const PageMemory&) = delete;
+  PageMemory& operator=(const PageMemory&) = delete;
+  ~PageMemory() { pool_.reset(); }
+
+  memory::Runtime& runtime() const noexcept { return *runtime_; }
+  memory::KvPool& pool() const noexcept { return *pool_; }
+
+ private:
+  std::unique_ptr<memory::Runtime> owned_runtime_;
+  memory::Runtime* runtime_;
+  std::unique_ptr<memory::KvPool> pool_;
+};
+
+class Session {
+ public:
+  /// On the runtime config.device names. ConfigError for an impossible
+  /// configuration, AllocationError when memory is short; nothing is kept.
+  explicit Session(SessionConfig config);
+  /// On a runtime the caller keeps alive past the session (the replay's, a test's).
+  Session(memory::Runtime& runtime, SessionConfig config);
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  const SessionConfig& config() const noexcept { return config_; }
+  memory::Runtime& runtime() const noexcept { return memory_->runtime(); }
+  memory::KvPool& pool() const noexcept { return memory_->pool(); }
+  /// What a view of the pages holds on to.
+  std::shared_ptr<PageMemory> page_memory() const noexcept { return memory_; }
+  /// The G2 tier; nullptr without one (host_blocks 0).
+  offload::OffloadEngine* engine() const noexcept { return engine_.get(); }
+  g1::G1Manager& manager() noexcept { return *manager_; }
+  const g1::G1Manager& manager() const noexcept { return *manager_; }
+  driver::RequestDriver driver() noexcept { return driver::RequestDriver(*manager_); }
+
+  /// Blocks each tier stored and removed, counted from the manager's events.
+  const metrics::TierEventCounter& tier_events() const noexcept { return *tier_events_; }
+  /// Every tier's usage now and its Stored/Removed counts (request-level
+  /// counts are the front door's).
+  metrics::KvMetrics tier_metrics() const;
+
+  /// The page pattern identity of a block, one meaning for every front door:
+  /// its sequence hash when full, a mix of its UUID when partial (what
+  /// KvPool::fill_pattern writes and find_pattern_mismatches checks).
+  static std::uint64_t pattern_identity(const UniqueBlock& block) noexcept;
+  /// Pattern identities of the blocks the owner's pages back now, in table order.
+  std::vector<std::uint64_t> pattern_identities(g1::OwnerId owner) const;
+
+ private:
+  /// Builds the stack on `borrowed`, or on a runtime of its own when null.
+  void build(memory::Runtime* borrowed);
+
+  SessionConfig config_;
+  std::shared_ptr<PageMemory> memory_;
+  std::shared_ptr<offload::OffloadEngine> engine_;  // reads and writes memory_'s pages: declared after it
+  std::shared_ptr<metrics::TierEventCounter> tier_events_ = std::make_shared<metrics::TierEventCounter>();
+  std::unique_ptr<g1::G1Manager> manager_;
+};
+
+}  // namespace kvtier::session

@@ -1,0 +1,46 @@
+#pragma once
+// Every setting of a kvtier session, and the one set of defaults that the
+// script's init, Python's Manager and `kvtier replay` share.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "kvtier/core/kv_event_sink.hpp"
+#include "kvtier/core/kv_layout.hpp"
+#include "kvtier/g1/g1_manager.hpp"
+#include "kvtier/memory/runtime_factory.hpp"
+
+namespace kvtier::session {
+
+/// The defaults (docs/architecture.md, "Sessions"): the native backend with
+/// prefix caching, 4096 G1 pages of 16 tokens, 2 layers x 2 KV heads x 64
+/// dims in bf16, page-major (one chunk a page: what offload copies), the
+/// CUDA runtime when a device is present, no G2 tier.
+struct SessionConfig {
+  g1::G1ManagerConfig manager{.capacity = 4096, .block_size = 16};
+  /// Its tokens_per_block is always the manager's block size.
+  KvGeometry geometry{};
+  PageLayout layout = PageLayout::PageMajor;
+  memory::RuntimeChoice device = memory::RuntimeChoice::Auto;
+  /// > 0: a G2 offload tier of this many pinned host pages.
+  std::uint32_t host_blocks = 0;
+  /// Blocks per swap-out batch; the offload engine's default when not given.
+  std::optional<std::uint32_t> offload_batch{};
+  /// Checksum each block landing in G2 and check it before it comes back.
+  bool verify_swaps = false;
+  /// Listeners of the manager's KV events, besides the session's own counter.
+  std::vector<std::shared_ptr<KvEventSink>> event_sinks{};
+
+  /// Sets the backend by name ("native" | "kvbm") and, for kvbm, its eviction
+  /// ("lineage" when not given); ConfigError for another name or an eviction
+  /// given to the native backend.
+  void set_backend(std::string_view backend, std::optional<std::string_view> eviction);
+  /// ConfigError for an impossible configuration.
+  void validate() const;
+  /// The G1 pool's layout: the geometry with the manager's block size.
+  KvLayout kv_layout() const;
+};
+
+}  // namespace kvtier::session
