@@ -5,20 +5,20 @@ namespace kvtier::measure {
 MinimalAllocator::MinimalAllocator(std::uint32_t pages) : pages_(pages) {
   std::size_t slots = 2;
   while (slots < 2 * std::size_t{pages}) slots *= 2;
-  slots_.assign(slots, kNone);
+  slots_.assign(slots, kNoPage);
   while ((std::size_t{1} << (64 - shift_)) < slots) --shift_;
 }
 
 std::uint32_t MinimalAllocator::find(std::uint64_t hash) const {
   for (std::size_t slot = home(hash);; slot = next(slot)) {
     const std::uint32_t page = slots_[slot];
-    if (page == kNone || pages_[page].hash == hash) return page;
+    if (page == kNoPage || pages_[page].hash == hash) return page;
   }
 }
 
 void MinimalAllocator::insert(std::uint32_t page) {
   std::size_t slot = home(pages_[page].hash);
-  while (slots_[slot] != kNone) slot = next(slot);
+  while (slots_[slot] != kNoPage) slot = next(slot);
   slots_[slot] = page;
 }
 
@@ -26,7 +26,7 @@ void MinimalAllocator::erase(std::uint32_t page) {
   std::size_t slot = home(pages_[page].hash);
   while (slots_[slot] != page) slot = next(slot);
   // Backward shift: pull later entries of the probe run into the hole.
-  for (std::size_t later = next(slot); slots_[later] != kNone; later = next(later)) {
+  for (std::size_t later = next(slot); slots_[later] != kNoPage; later = next(later)) {
     const std::size_t want = home(pages_[slots_[later]].hash);
     const bool movable = slot <= later ? (want <= slot || want > later) : (want <= slot && want > later);
     if (movable) {
@@ -34,22 +34,22 @@ void MinimalAllocator::erase(std::uint32_t page) {
       slot = later;
     }
   }
-  slots_[slot] = kNone;
+  slots_[slot] = kNoPage;
 }
 
 void MinimalAllocator::unlink(std::uint32_t page) {
   Page& p = pages_[page];
-  (p.prev == kNone ? lru_head_ : pages_[p.prev].next) = p.next;
-  (p.next == kNone ? lru_tail_ : pages_[p.next].prev) = p.prev;
-  p.prev = p.next = kNone;
+  (p.prev == kNoPage ? lru_head_ : pages_[p.prev].next) = p.next;
+  (p.next == kNoPage ? lru_tail_ : pages_[p.next].prev) = p.prev;
+  p.prev = p.next = kNoPage;
   --unowned_;
 }
 
 void MinimalAllocator::push_tail(std::uint32_t page) {
   Page& p = pages_[page];
   p.prev = lru_tail_;
-  p.next = kNone;
-  (lru_tail_ == kNone ? lru_head_ : pages_[lru_tail_].next) = page;
+  p.next = kNoPage;
+  (lru_tail_ == kNoPage ? lru_head_ : pages_[lru_tail_].next) = page;
   lru_tail_ = page;
   ++unowned_;
 }
@@ -59,7 +59,7 @@ bool MinimalAllocator::use(std::span<const UniqueBlock> blocks, std::vector<std:
   std::size_t unowned_hits = 0;
   for (const UniqueBlock& block : blocks) {
     const std::uint32_t page = find(block.hash().value());
-    if (page == kNone) break;  // the cached prefix ends here
+    if (page == kNoPage) break;  // the cached prefix ends here
     table.push_back(page);
     if (pages_[page].refs == 0) ++unowned_hits;
   }

@@ -27,7 +27,7 @@ namespace kvtier::memory {
 
 struct HostRuntime::FaultState {
   std::mutex mutex;
-  HostFaultPlan plan;
+  FaultPlan plan;
   std::uint64_t copies = 0;
   std::uint64_t allocations = 0;
 
@@ -289,7 +289,7 @@ class HostStream final : public detail::StreamBackend {
 HostRuntime::HostRuntime() : faults_(std::make_shared<FaultState>()) {}
 HostRuntime::~HostRuntime() = default;
 
-void HostRuntime::inject_faults(HostFaultPlan plan) {
+void HostRuntime::inject_faults(FaultPlan plan) {
   std::lock_guard lock(faults_->mutex);
   faults_->plan = plan;
   faults_->copies = 0;

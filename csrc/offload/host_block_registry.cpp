@@ -10,39 +10,39 @@ namespace kvtier::offload {
 HostBlockRegistry::HostBlockRegistry(std::uint32_t capacity, g1::EvictionBackend eviction)
     : pages_(capacity), policy_(g1::make_eviction_policy(eviction, capacity)) {
   free_.reserve(capacity);
-  for (std::uint32_t page = capacity; page-- > 0;) free_.push_back(page);  // page 0 is taken first
+  for (std::uint32_t page = capacity; page-- > 0;) free_.emplace_back(page);  // page 0 is taken first
 }
 
-std::optional<std::uint32_t> HostBlockRegistry::resident_page(const PositionalLineageHash& plh) const {
+std::optional<G2Page> HostBlockRegistry::resident_page(const PositionalLineageHash& plh) const {
   const auto it = by_plh_.find(plh);
-  if (it == by_plh_.end() || pages_[it->second].state != State::Resident) return std::nullopt;
+  if (it == by_plh_.end() || pages_[it->second.value()].state != State::Resident) return std::nullopt;
   return it->second;
 }
 
-std::vector<std::pair<std::uint32_t, SequenceHash>> HostBlockRegistry::resident_blocks() const {
-  std::vector<std::pair<std::uint32_t, SequenceHash>> out;
+std::vector<std::pair<G2Page, SequenceHash>> HostBlockRegistry::resident_blocks() const {
+  std::vector<std::pair<G2Page, SequenceHash>> out;
   for (std::uint32_t page = 0; page < pages_.size(); ++page) {
-    if (pages_[page].state == State::Resident) out.emplace_back(page, pages_[page].block.hash);
+    if (pages_[page].state == State::Resident) out.emplace_back(G2Page(page), pages_[page].block.hash);
   }
   return out;
 }
 
 bool HostBlockRegistry::is_resident(SequenceHash hash) const { return resident_hashes_.contains(hash.value()); }
 
-std::optional<std::uint32_t> HostBlockRegistry::reserve(g1::TieredBlock block, std::vector<SequenceHash>& evicted) {
+std::optional<G2Page> HostBlockRegistry::reserve(g1::TieredBlock block, std::vector<SequenceHash>& evicted) {
   KVTIER_ASSERT(!contains(block.plh), "a block is reserved in G2 twice");
-  std::uint32_t page;
+  G2Page page;
   if (!free_.empty()) {
     page = free_.back();
     free_.pop_back();
   } else {
     const auto victim = policy_->evict();
     if (!victim) return std::nullopt;
-    page = victim->value();
-    evicted.push_back(pages_[page].block.hash);
+    page = G2Page(victim->value());  // the policy holds G2 pages by index
+    evicted.push_back(pages_[page.value()].block.hash);
     forget(page);
   }
-  Page& p = pages_[page];
+  Page& p = pages_[page.value()];
   p.state = State::Landing;
   p.pins = 0;
   p.checksum = 0;
@@ -51,9 +51,9 @@ std::optional<std::uint32_t> HostBlockRegistry::reserve(g1::TieredBlock block, s
   return page;
 }
 
-bool HostBlockRegistry::land(std::uint32_t page, std::uint64_t checksum) {
-  Page& p = pages_.at(page);
-  KVTIER_ASSERT(p.state == State::Landing, "G2 page " + std::to_string(page) + " lands but is not landing");
+bool HostBlockRegistry::land(G2Page page, std::uint64_t checksum) {
+  Page& p = pages_.at(page.value());
+  KVTIER_ASSERT(p.state == State::Landing, "G2 page " + std::to_string(page.value()) + " lands but is not landing");
   try {
     policy_->check_insertable(std::span<const PositionalLineageHash>(&p.block.plh, 1));
   } catch (const ContractError&) {
@@ -64,20 +64,20 @@ bool HostBlockRegistry::land(std::uint32_t page, std::uint64_t checksum) {
   p.checksum = checksum;
   ++resident_hashes_[p.block.hash.value()];
   policy_->touch(p.block.plh);
-  policy_->insert(PageId(page), p.block.plh);
+  policy_->insert(PageId(page.value()), p.block.plh);
   return true;
 }
 
-void HostBlockRegistry::drop(std::uint32_t page) {
-  Page& p = pages_.at(page);
-  KVTIER_ASSERT(p.state != State::Free && p.pins == 0, "G2 page " + std::to_string(page) + " is dropped while free or pinned");
-  if (p.state == State::Resident) policy_->remove(PageId(page));
+void HostBlockRegistry::drop(G2Page page) {
+  Page& p = pages_.at(page.value());
+  KVTIER_ASSERT(p.state != State::Free && p.pins == 0, "G2 page " + std::to_string(page.value()) + " is dropped while free or pinned");
+  if (p.state == State::Resident) policy_->remove(PageId(page.value()));
   forget(page);
   free_.push_back(page);
 }
 
-void HostBlockRegistry::forget(std::uint32_t page) {
-  Page& p = pages_[page];
+void HostBlockRegistry::forget(G2Page page) {
+  Page& p = pages_[page.value()];
   by_plh_.erase(p.block.plh);
   if (p.state == State::Resident) {
     const auto it = resident_hashes_.find(p.block.hash.value());
@@ -86,16 +86,16 @@ void HostBlockRegistry::forget(std::uint32_t page) {
   p = Page{};
 }
 
-void HostBlockRegistry::pin(std::uint32_t page) {
-  Page& p = pages_.at(page);
-  KVTIER_ASSERT(p.state == State::Resident, "G2 page " + std::to_string(page) + " is pinned but not resident");
-  if (p.pins++ == 0) policy_->remove(PageId(page));
+void HostBlockRegistry::pin(G2Page page) {
+  Page& p = pages_.at(page.value());
+  KVTIER_ASSERT(p.state == State::Resident, "G2 page " + std::to_string(page.value()) + " is pinned but not resident");
+  if (p.pins++ == 0) policy_->remove(PageId(page.value()));
 }
 
-void HostBlockRegistry::unpin(std::uint32_t page) {
-  Page& p = pages_.at(page);
-  KVTIER_ASSERT(p.state == State::Resident && p.pins > 0, "G2 page " + std::to_string(page) + " is unpinned but not pinned");
-  if (--p.pins == 0) policy_->insert(PageId(page), p.block.plh);  // most recently used again
+void HostBlockRegistry::unpin(G2Page page) {
+  Page& p = pages_.at(page.value());
+  KVTIER_ASSERT(p.state == State::Resident && p.pins > 0, "G2 page " + std::to_string(page.value()) + " is unpinned but not pinned");
+  if (--p.pins == 0) policy_->insert(PageId(page.value()), p.block.plh);  // most recently used again
 }
 
 }  // namespace kvtier::offload

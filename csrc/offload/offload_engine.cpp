@@ -8,7 +8,6 @@
 
 #include "kvtier/core/errors.hpp"
 #include "kvtier/core/expects.hpp"
-#include "kvtier/memory/host_runtime.hpp"
 #include "kvtier/memory/page_copy_plan.hpp"
 
 namespace kvtier::offload {
@@ -75,7 +74,7 @@ double OffloadEngine::now_ms() const {
 }
 
 void OffloadEngine::inject_copy_fault(std::uint64_t nth) {
-  if (runtime_.kind() != memory::RuntimeKind::Host) {
+  if (runtime_.faults() == nullptr) {
     throw ContractError("copy faults can be injected on the host runtime only");
   }
   if (nth == 0) throw ContractError("inject_fault copy_batch counts from 1");
@@ -83,14 +82,17 @@ void OffloadEngine::inject_copy_fault(std::uint64_t nth) {
 }
 
 void OffloadEngine::submit(std::uint64_t id, Transfer& transfer) {
-  const std::vector<PageId> host_pages(transfer.g2_pages.begin(), transfer.g2_pages.end());
+  // The G2 slab is a KvPool: its pages are indexed as a pool's are.
+  std::vector<PageId> host_pages;
+  host_pages.reserve(transfer.g2_pages.size());
+  for (const G2Page page : transfer.g2_pages) host_pages.emplace_back(page.value());
   const bool out = transfer.direction == Direction::SwapOut;
   memory::Stream& stream = out ? offload_stream_ : onboard_stream_;
   transfer.bytes = host_pages.size() * host_pool_.layout().page_bytes();
   transfer.started_ms = now_ms();
   if (++submitted_batches_ == fault_at_batch_) {
     // The runtime's next copy is this batch's: the engine is its only caller on this thread.
-    static_cast<memory::HostRuntime&>(runtime_).inject_faults({.fail_copy_number = 1});
+    runtime_.faults()->inject_faults({.fail_copy_number = 1});
   }
   const bool staged = out_ring_ && host_pages.size() > 1 && host_pool_.layout().page_bytes() < config_.staging_below_bytes;
   if (staged) {
@@ -129,7 +131,7 @@ g1::SwapOutTicket OffloadEngine::swap_out(std::span<const g1::EvictedBlock> vict
   KVTIER_EXPECTS(publisher_ != nullptr, "the offload engine is not attached to a manager");
   std::vector<SequenceHash> evicted;
   std::vector<PageId> sources;
-  std::vector<std::uint32_t> targets;
+  std::vector<G2Page> targets;
   for (const g1::EvictedBlock& victim : victims) {
     if (registry_.contains(victim.block.plh)) continue;  // presence filter: resident or landing already
     const auto page = registry_.reserve(victim.block, evicted);
@@ -143,7 +145,7 @@ g1::SwapOutTicket OffloadEngine::swap_out(std::span<const g1::EvictedBlock> vict
     const std::size_t last = std::min(sources.size(), first + config_.batch_blocks);
     std::vector<PageId> g1_pages(sources.begin() + static_cast<std::ptrdiff_t>(first),
                                  sources.begin() + static_cast<std::ptrdiff_t>(last));
-    std::vector<std::uint32_t> g2_pages(targets.begin() + static_cast<std::ptrdiff_t>(first),
+    std::vector<G2Page> g2_pages(targets.begin() + static_cast<std::ptrdiff_t>(first),
                                         targets.begin() + static_cast<std::ptrdiff_t>(last));
     const std::uint64_t id = next_transfer_++;
     Transfer& transfer = transfers_
@@ -157,7 +159,7 @@ g1::SwapOutTicket OffloadEngine::swap_out(std::span<const g1::EvictedBlock> vict
     } catch (const Error&) {
       // The copy could not be enqueued: nothing reads these sources, so they
       // are not quarantined and the blocks never reach G2.
-      for (const std::uint32_t page : g2_pages) registry_.drop(page);
+      for (const G2Page page : g2_pages) registry_.drop(page);
       transfers_.erase(id);
       ++failed_transfers_;
       continue;
@@ -212,8 +214,8 @@ void OffloadEngine::count_usage(const Transfer& transfer) {
   busy_until_ms_[direction] = std::max(busy_until_ms_[direction], end);
 }
 
-std::uint64_t OffloadEngine::checksum(std::uint32_t g2_page) const {
-  const std::byte* bytes = host_pool_.chunk_address(PageId(g2_page), 0);
+std::uint64_t OffloadEngine::checksum(G2Page page) const {
+  const std::byte* bytes = host_pool_.chunk_address(PageId(page.value()), 0);
   return XXH3_64bits(bytes, host_pool_.layout().page_bytes());
 }
 
@@ -234,7 +236,7 @@ g1::TierProgress OffloadEngine::poll(bool wait) {
       continue;
     }
     for (std::size_t i = 0; i < transfer.g2_pages.size(); ++i) {
-      const std::uint32_t page = transfer.g2_pages[i];
+      const G2Page page = transfer.g2_pages[i];
       if (state == g1::TransferState::Failed) {
         registry_.drop(page);  // never stored: no event
         continue;
@@ -264,7 +266,7 @@ std::optional<double> OffloadEngine::earliest_deadline_ms() const {
 g1::SwapInCopy OffloadEngine::prepare_swap_in(std::span<const PositionalLineageHash> plhs) {
   KVTIER_EXPECTS(publisher_ != nullptr, "the offload engine is not attached to a manager");
   g1::SwapInCopy copy;
-  std::vector<std::uint32_t> sources;
+  std::vector<G2Page> sources;
   for (const PositionalLineageHash& plh : plhs) {
     const auto page = registry_.resident_page(plh);
     if (!page) break;
@@ -281,7 +283,7 @@ g1::SwapInCopy OffloadEngine::prepare_swap_in(std::span<const PositionalLineageH
     copy.blocks.push_back(registry_.block(*page));
   }
   if (sources.empty()) return copy;
-  for (const std::uint32_t page : sources) registry_.pin(page);
+  for (const G2Page page : sources) registry_.pin(page);
   copy.transfer = next_transfer_++;
   transfers_.emplace(copy.transfer, Transfer{.direction = Direction::SwapIn,
                                              .g1_pages = {},
@@ -338,7 +340,7 @@ void OffloadEngine::finish_swap_in(std::uint64_t transfer) {
   Transfer& t = swap_in(transfer);
   KVTIER_EXPECTS(!t.started || settle(transfer, t, false) != g1::TransferState::Pending,
                  "a swap-in is finished while it copies");
-  for (const std::uint32_t page : t.g2_pages) registry_.unpin(page);
+  for (const G2Page page : t.g2_pages) registry_.unpin(page);
   transfers_.erase(transfer);
 }
 

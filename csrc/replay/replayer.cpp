@@ -59,7 +59,7 @@ class Replay {
     manager_ = &session_->manager();
     engine_ = session_->engine();
     writer_ = std::make_unique<TokenKvWriter>(session_->pool(), config.token_budget);
-    if (config.copy_fault_one_in > 0 && (engine_ == nullptr || runtime.kind() != memory::RuntimeKind::Host)) {
+    if (config.copy_fault_one_in > 0 && (engine_ == nullptr || runtime.faults() == nullptr)) {
       throw ConfigError("copy faults need the offload tier on the host runtime");
     }
   }

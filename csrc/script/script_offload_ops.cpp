@@ -1,7 +1,6 @@
 // Script operations on the offload tier (docs/script.md "Offload"): waiting
 // for copies, G2 residency, the swap-in lifecycle and fault injection.
 #include "kvtier/core/errors.hpp"
-#include "kvtier/memory/host_runtime.hpp"
 #include "script_state.hpp"
 
 namespace kvtier::script {
@@ -123,15 +122,15 @@ Json ScriptRunner::State::op_cancel_swap_in(const Fields& f) {
 Json ScriptRunner::State::op_inject_fault(const Fields& f) {
   const bool copy = f.has("copy_batch");
   if (copy == f.has("allocation")) f.fail("inject_fault needs exactly one of 'copy_batch' and 'allocation'");
-  auto* host = dynamic_cast<memory::HostRuntime*>(&session_->runtime());
-  if (host == nullptr) throw ContractError("faults can be injected on the host runtime only");
+  memory::FaultInjector* faults = session_->runtime().faults();
+  if (faults == nullptr) throw ContractError("faults can be injected on the host runtime only");
   if (copy) {
     if (session_->engine() == nullptr) f.fail("inject_fault copy_batch needs the offload tier (init host_blocks > 0)");
     session_->engine()->inject_copy_fault(f.u64("copy_batch"));
   } else {
     const std::uint64_t nth = f.u64("allocation");
     if (nth == 0) f.fail("inject_fault allocation counts from 1");
-    host->inject_faults({.fail_allocation_number = nth});
+    faults->inject_faults({.fail_allocation_number = nth});
   }
   return Json::object();
 }

@@ -95,7 +95,7 @@ TEST_F(HostOffload, VerifySwapsDropsACorruptedG2BlockAndCountsIt) {
   manager_->collect_offloads(true);
   const auto page = engine_->host_page(chain_plhs({1})[0]);
   ASSERT_TRUE(page.has_value());
-  *engine_->host_pool().chunk_address(PageId(*page), 0) ^= std::byte{1};  // one flipped bit
+  *engine_->host_pool().chunk_address(PageId(page->value()), 0) ^= std::byte{1};  // one flipped bit
   const std::size_t before = event_count();
   start = manager_->try_batch_swap_in(chain_plhs({1}), manager_->try_pin_g1_prefix({}));
   EXPECT_EQ(start.status, SwapInStatus::NoHits);  // the request recomputes

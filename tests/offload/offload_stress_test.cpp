@@ -198,7 +198,7 @@ TEST_P(OffloadStress, EveryPageVerifiesAndEveryCountReconciles) {
   pages.clear();
   ids.clear();
   for (const auto& [page, hash] : engine_->resident_blocks()) {
-    pages.emplace_back(page);
+    pages.emplace_back(page.value());
     ids.push_back(hash.value());
   }
   EXPECT_EQ(pages.size(), stats.tier.used);

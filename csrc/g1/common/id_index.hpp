@@ -2,6 +2,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "kvtier/core/strong_id.hpp"
+
 namespace kvtier::g1 {
 
 /// Open-addressing set of 32-bit ids (pages, graph nodes) looked up by a key
@@ -16,7 +18,7 @@ namespace kvtier::g1 {
 template <class KeyOf>
 class IdIndex {
  public:
-  static constexpr std::uint32_t kAbsent = 0xFFFFFFFFU;
+  static constexpr std::uint32_t kAbsent = kNoPage;  // the ids it maps to are page ids
 
   IdIndex(std::size_t max_ids, KeyOf key_of, std::size_t slack = 3)
       : key_of_(key_of), slots_(max_ids + max_ids / slack + 2, Slot{kAbsent, 0}) {}

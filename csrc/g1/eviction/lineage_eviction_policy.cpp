@@ -12,7 +12,7 @@ LineageEvictionPolicy::LineageEvictionPolicy(std::uint32_t capacity)
     // Live nodes never exceed twice the pages (a ghost stands for an active
     // page or a missing parent of a real node) and are about one per page in
     // practice: size for the bound at a high load.
-    : node_of_page_(capacity, kNone), index_(2 * std::size_t{capacity} + 2, KeyOfNode{&nodes_}, /*slack=*/8) {}
+    : node_of_page_(capacity, kNoNode), index_(2 * std::size_t{capacity} + 2, KeyOfNode{&nodes_}, /*slack=*/8) {}
 
 LineageEvictionPolicy::LeafKey LineageEvictionPolicy::leaf_key(std::uint32_t node) const {
   const Node& n = nodes_[node];
@@ -29,7 +29,7 @@ void LineageEvictionPolicy::check_insertable(std::span<const PositionalLineageHa
   for (const PositionalLineageHash& plh : plhs) {
     const NodeKey key = key_of(plh);
     const std::uint32_t node = index_.find(key);
-    if (node != kNone && nodes_[node].page != kNone) throw collision(key);  // a real block holds the key
+    if (node != kNoNode && nodes_[node].page != kNoNode) throw collision(key);  // a real block holds the key
     keys.push_back(key);
   }
   // A request's blocks come with strictly monotone positions, so no key can
@@ -46,7 +46,7 @@ void LineageEvictionPolicy::check_insertable(std::span<const PositionalLineageHa
 
 std::uint32_t LineageEvictionPolicy::new_node(const NodeKey& key) {
   std::uint32_t node;
-  if (free_nodes_ != kNone) {
+  if (free_nodes_ != kNoNode) {
     node = free_nodes_;
     free_nodes_ = nodes_[node].parent;
     nodes_[node] = Node{};
@@ -72,9 +72,9 @@ void LineageEvictionPolicy::link_parent(std::uint32_t node, const PositionalLine
   if (plh.position() == 0) return;
   const NodeKey parent_key{plh.position() - 1, plh.parent_fragment()};
   std::uint32_t parent = index_.find(parent_key);
-  if (parent == kNone) {
+  if (parent == kNoNode) {
     parent = new_node(parent_key);  // a ghost until the real parent arrives
-  } else if (nodes_[parent].children == 0 && nodes_[parent].page != kNone) {
+  } else if (nodes_[parent].children == 0 && nodes_[parent].page != kNoNode) {
     leaves_.erase(leaf_key(parent));
   }
   ++nodes_[parent].children;
@@ -85,16 +85,16 @@ void LineageEvictionPolicy::insert(PageId page, const PositionalLineageHash& plh
   if (contains(page)) throw ContractError("page " + std::to_string(page.value()) + " is already inactive");
   const NodeKey key = key_of(plh);
   std::uint32_t node = index_.find(key);
-  if (node == kNone) {
+  if (node == kNoNode) {
     node = new_node(key);
-  } else if (nodes_[node].page != kNone) {
+  } else if (nodes_[node].page != kNoNode) {
     check_insertable(std::span<const PositionalLineageHash>(&plh, 1));  // throws: the key is taken
   }  // else: fill the ghost
   nodes_[node].page = page.value();
   nodes_[node].tick = next_tick_++;
   node_of_page_[page.value()] = node;
   ++real_nodes_;
-  if (nodes_[node].parent == kNone) link_parent(node, plh);
+  if (nodes_[node].parent == kNoNode) link_parent(node, plh);
   if (nodes_[node].children == 0) leaves_.insert(leaf_key(node));
 }
 
@@ -102,10 +102,10 @@ void LineageEvictionPolicy::drop_childless(std::uint32_t node) {
   for (;;) {
     const std::uint32_t parent = nodes_[node].parent;
     free_node(node);
-    if (parent == kNone) return;
+    if (parent == kNoNode) return;
     Node& p = nodes_[parent];
     if (--p.children > 0) return;
-    if (p.page != kNone) {
+    if (p.page != kNoNode) {
       leaves_.insert(leaf_key(parent));  // a leaf again, with its original tick
       return;
     }
@@ -115,11 +115,11 @@ void LineageEvictionPolicy::drop_childless(std::uint32_t node) {
 
 void LineageEvictionPolicy::remove(PageId page) {
   const std::uint32_t node = node_of_page_.at(page.value());
-  if (node == kNone) throw ContractError("page " + std::to_string(page.value()) + " is not inactive");
-  node_of_page_[page.value()] = kNone;
+  if (node == kNoNode) throw ContractError("page " + std::to_string(page.value()) + " is not inactive");
+  node_of_page_[page.value()] = kNoNode;
   --real_nodes_;
   if (nodes_[node].children > 0) {
-    nodes_[node].page = kNone;  // its inactive children keep their links through a ghost
+    nodes_[node].page = kNoNode;  // its inactive children keep their links through a ghost
     return;
   }
   leaves_.erase(leaf_key(node));

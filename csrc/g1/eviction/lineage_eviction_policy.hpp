@@ -25,7 +25,7 @@ class LineageEvictionPolicy final : public EvictionPolicy {
   void check_insertable(std::span<const PositionalLineageHash> plhs) const override;
   void insert(PageId page, const PositionalLineageHash& plh) override;
   void remove(PageId page) override;
-  bool contains(PageId page) const override { return node_of_page_[page.value()] != kNone; }
+  bool contains(PageId page) const override { return node_of_page_[page.value()] != kNoNode; }
   std::optional<PageId> evict() override;
   std::size_t size() const override { return real_nodes_; }
   std::size_t metadata_bytes() const override;
@@ -34,7 +34,7 @@ class LineageEvictionPolicy final : public EvictionPolicy {
   std::size_t ghost_count() const noexcept { return live_nodes_ - real_nodes_; }
 
  private:
-  static constexpr std::uint32_t kNone = 0xFFFFFFFFU;
+  static constexpr std::uint32_t kNoNode = 0xFFFFFFFFU;
   struct NodeKey {
     std::uint64_t position = 0;
     std::uint64_t fragment = 0;
@@ -45,8 +45,8 @@ class LineageEvictionPolicy final : public EvictionPolicy {
     std::uint64_t tick = 0;
     std::uint64_t fragment = 0;
     std::uint32_t position = 0;
-    std::uint32_t page = kNone;  // kNone: a ghost
-    std::uint32_t parent = kNone;
+    std::uint32_t page = kNoNode;  // kNoNode: a ghost
+    std::uint32_t parent = kNoNode;
     std::uint32_t children = 0;
     NodeKey key() const noexcept { return {position, fragment}; }
   };
@@ -67,7 +67,7 @@ class LineageEvictionPolicy final : public EvictionPolicy {
   void free_node(std::uint32_t node);
 
   std::deque<Node> nodes_;  // grows in chunks: ghosts never double the whole table
-  std::uint32_t free_nodes_ = kNone;  // freed nodes, linked through Node::parent
+  std::uint32_t free_nodes_ = kNoNode;  // freed nodes, linked through Node::parent
   std::vector<std::uint32_t> node_of_page_;
   IdIndex<KeyOfNode> index_;
   std::set<LeafKey> leaves_;

@@ -49,7 +49,7 @@ void KvbmBackend::audit() const {
   });
   std::vector<bool> on_free_list(capacity_, false);
   std::uint32_t free_pages = 0;
-  for (std::uint32_t page = free_head_; page != kNone; page = pages_[page].refs) {
+  for (std::uint32_t page = free_head_; page != kNoPage; page = pages_[page].refs) {
     KVTIER_ASSERT(page < capacity_ && !on_free_list[page] && pages_[page].state == PageState::Reset,
                   "the free list is corrupt at page " + std::to_string(page));
     on_free_list[page] = true;

@@ -60,7 +60,7 @@ class KvbmBackend final : public detail::TabledBackend<detail::KvbmOwnerTable> {
 
   // What it holds (kvbm_audit.cpp).
   G1Metrics metrics() const override;
-  bool is_cached(SequenceHash hash) const override { return by_hash_.find(hash.value()) != kNone; }
+  bool is_cached(SequenceHash hash) const override { return by_hash_.find(hash.value()) != kNoPage; }
   std::size_t quarantined() const override { return quarantined_; }
   std::size_t metadata_bytes() const override;
   void audit() const override;
@@ -70,7 +70,6 @@ class KvbmBackend final : public detail::TabledBackend<detail::KvbmOwnerTable> {
   const EvictionPolicy& eviction_policy() const noexcept { return *policy_; }
 
  private:
-  static constexpr std::uint32_t kNone = 0xFFFFFFFFU;
   static constexpr std::uint32_t kMaxPins = 0xFFFF;  // Page::pins is 16 bits
   /// Quarantined: evicted, and a swap-out copy still reads it (docs/offload.md).
   enum class PageState : std::uint8_t { Reset, Held, Partial, Registered, Quarantined };
@@ -173,7 +172,7 @@ class KvbmBackend final : public detail::TabledBackend<detail::KvbmOwnerTable> {
   /// without token ids pays nothing and one with them allocates nothing per block.
   std::vector<TokenId> token_ids_;
   std::unordered_map<Uuid, std::uint32_t> partials_;
-  std::uint32_t free_head_ = kNone;
+  std::uint32_t free_head_ = kNoPage;
   std::uint32_t free_count_ = 0;
   std::size_t full_refs_ = 0;
   std::uint32_t quarantined_ = 0;

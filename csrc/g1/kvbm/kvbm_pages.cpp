@@ -35,7 +35,7 @@ std::span<const TokenId> KvbmBackend::page_token_ids(std::uint32_t page) const {
 
 std::uint32_t KvbmBackend::logical_refs(SequenceHash hash) const {
   const std::uint32_t page = by_hash_.find(hash.value());
-  return page == kNone ? 0 : pages_[page].refs;
+  return page == kNoPage ? 0 : pages_[page].refs;
 }
 
 void KvbmBackend::return_page(std::uint32_t page) {
@@ -64,7 +64,7 @@ std::vector<std::uint32_t> KvbmBackend::take_pages(std::size_t count, std::vecto
                                                    std::vector<EvictedBlock>& victims) {
   std::vector<std::uint32_t> taken;
   taken.reserve(count);
-  while (taken.size() < count && free_head_ != kNone) {
+  while (taken.size() < count && free_head_ != kNoPage) {
     const std::uint32_t page = free_head_;
     free_head_ = pages_[page].refs;
     --free_count_;

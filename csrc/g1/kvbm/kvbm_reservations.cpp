@@ -19,10 +19,10 @@ PrefillCost KvbmBackend::prefill_cost(const ActiveSequence& sequence) const {
       const UniqueBlock& block = sequence.blocks()[i];
       if (block.is_partial()) break;
       const std::uint32_t page = by_hash_.find(block.hash().value());
-      if (page != kNone && pages_[page].refs > 0) {
+      if (page != kNoPage && pages_[page].refs > 0) {
         ++overlap;
         ++active;
-      } else if (registered_page(sequence.plh(i)) != kNone) {
+      } else if (registered_page(sequence.plh(i)) != kNoPage) {
         ++overlap;
       } else {
         break;
@@ -60,8 +60,8 @@ std::optional<BlockManager::DestinationGrant> KvbmBackend::reserve_destination(O
   for (std::size_t i = 0; i < d.prompt.full; ++i) d.plhs.push_back(sequence.plh(i));
   for (std::size_t i = 0; i < d.plhs.size(); ++i) {
     std::uint32_t page = by_hash_.find(d.prompt.blocks[i].hash().value());
-    if (page == kNone || pages_[page].refs == 0) page = registered_page(d.plhs[i]);
-    if (page == kNone) break;
+    if (page == kNoPage || pages_[page].refs == 0) page = registered_page(d.plhs[i]);
+    if (page == kNoPage) break;
     d.prefix_pages.push_back(page);
   }
   const std::size_t fresh = d.prompt.blocks.size() - d.prefix_pages.size();
@@ -146,7 +146,7 @@ std::optional<std::uint64_t> KvbmBackend::pin_prefix(std::span<const PositionalL
   pages.reserve(plhs.size());
   for (const PositionalLineageHash& plh : plhs) {
     const std::uint32_t page = registered_page(plh);
-    if (page == kNone) return std::nullopt;  // all or nothing: the prefix stops here
+    if (page == kNoPage) return std::nullopt;  // all or nothing: the prefix stops here
     detail::check_pin_room(page, pages_[page].pins, kMaxPins);
     pages.push_back(page);
   }
@@ -185,7 +185,7 @@ std::size_t KvbmBackend::register_swapped_in(std::uint64_t slots, std::span<cons
   std::vector<PositionalLineageHash> inserting;
   for (std::size_t i = 0; i < blocks.size(); ++i) {
     const std::uint32_t active = by_hash_.find(blocks[i].hash.value());
-    fresh[i] = registered_page(blocks[i].plh) == kNone && (active == kNone || pages_[active].refs == 0) &&
+    fresh[i] = registered_page(blocks[i].plh) == kNoPage && (active == kNoPage || pages_[active].refs == 0) &&
                std::find_if(blocks.begin(), blocks.begin() + static_cast<std::ptrdiff_t>(i),
                             [&](const TieredBlock& b) { return b.plh == blocks[i].plh; }) ==
                    blocks.begin() + static_cast<std::ptrdiff_t>(i);

@@ -29,7 +29,7 @@ std::vector<KvbmBackend::Classified> KvbmBackend::classify(const UseSignal& sign
   }
   for (const UniqueBlock& block : signal.blocks) {
     if (block.is_partial()) {
-      out.push_back({Kind::Fresh, kNone});  // validate_use refused a live one
+      out.push_back({Kind::Fresh, kNoPage});  // validate_use refused a live one
       continue;
     }
     if (full_index + kPrefetchAhead < signal.plhs.size()) registry_.prefetch(signal.plhs[full_index + kPrefetchAhead]);
@@ -37,13 +37,13 @@ std::vector<KvbmBackend::Classified> KvbmBackend::classify(const UseSignal& sign
     // lookup decides. Injected hashes may disagree; then the active sequence
     // hash wins, as in Dynamo.
     const std::uint32_t matched = registered_page(signal.plhs[full_index]);
-    if (matched != kNone && pages_[matched].hash == block.hash().value()) {
+    if (matched != kNoPage && pages_[matched].hash == block.hash().value()) {
       out.push_back({pages_[matched].refs > 0 ? Kind::ActiveHit : Kind::Matched, matched});
     } else if (const std::uint32_t active = by_hash_.find(block.hash().value());
-               active != kNone && pages_[active].refs > 0) {
+               active != kNoPage && pages_[active].refs > 0) {
       out.push_back({Kind::ActiveHit, active});
     } else {
-      out.push_back({matched != kNone ? Kind::Matched : Kind::Fresh, matched});
+      out.push_back({matched != kNoPage ? Kind::Matched : Kind::Fresh, matched});
     }
     ++full_index;
   }
@@ -213,10 +213,10 @@ void KvbmBackend::promote(OwnerId owner, const PromoteSignal& signal) {
   detail::KvbmOwnerTable& owned = *table;
   const std::uint32_t own_page = partial->second;
   std::uint32_t existing = by_hash_.find(signal.hash.value());
-  if (existing == kNone || pages_[existing].refs == 0) existing = registered_page(signal.plh);
+  if (existing == kNoPage || pages_[existing].refs == 0) existing = registered_page(signal.plh);
   partials_.erase(partial);
   owned.blocks.back() = UniqueBlock::full(signal.hash);
-  if (existing != kNone) {
+  if (existing != kNoPage) {
     // Adopt the canonical block: the request's table shows its page from now on.
     return_page(own_page);
     policy_->touch(signal.plh);

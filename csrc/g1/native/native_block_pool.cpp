@@ -10,7 +10,7 @@ namespace kvtier::g1 {
 
 NativeBlockPool::NativeBlockPool(std::uint32_t capacity)
     : capacity_(capacity), pages_(capacity), index_(capacity, HashOfPage{&pages_}, kIndexSlack) {
-  if (capacity == 0 || capacity == kNone) throw ConfigError("G1 capacity must be between 1 and 2^32-2 pages");
+  if (capacity == 0 || capacity == kNoPage) throw ConfigError("G1 capacity must be between 1 and 2^32-2 pages");
   for (std::uint32_t page = capacity; page-- > 0;) free_page(page);  // page 0 is handed out first
 }
 
@@ -27,8 +27,8 @@ const NativeBlockPool::PageEntry& NativeBlockPool::entry(PageId page) const {
 void NativeBlockPool::lru_push_tail(std::uint32_t page) noexcept {
   PageEntry& e = pages_[page];
   e.prev = lru_tail_;
-  e.next = kNone;
-  if (lru_tail_ == kNone) {
+  e.next = kNoPage;
+  if (lru_tail_ == kNoPage) {
     lru_head_ = page;
   } else {
     pages_[lru_tail_].next = page;
@@ -40,9 +40,9 @@ void NativeBlockPool::lru_push_tail(std::uint32_t page) noexcept {
 
 void NativeBlockPool::lru_unlink(std::uint32_t page) noexcept {
   PageEntry& e = pages_[page];
-  (e.prev == kNone ? lru_head_ : pages_[e.prev].next) = e.next;
-  (e.next == kNone ? lru_tail_ : pages_[e.next].prev) = e.prev;
-  e.prev = e.next = kNone;
+  (e.prev == kNoPage ? lru_head_ : pages_[e.prev].next) = e.next;
+  (e.next == kNoPage ? lru_tail_ : pages_[e.next].prev) = e.prev;
+  e.prev = e.next = kNoPage;
   e.in_lru = false;
   --inactive_len_;
 }
@@ -57,13 +57,13 @@ void NativeBlockPool::free_page(std::uint32_t page) noexcept {
 std::uint32_t NativeBlockPool::take_free_page() noexcept {
   const std::uint32_t page = free_head_;
   free_head_ = pages_[page].next;
-  pages_[page].next = kNone;
+  pages_[page].next = kNoPage;
   return page;
 }
 
 std::optional<NativeBlockPool::PrefixHit> NativeBlockPool::prefix_hit(SequenceHash hash) const noexcept {
   const std::uint32_t page = index_.find(hash.value());
-  if (page == kNone) return std::nullopt;
+  if (page == kNoPage) return std::nullopt;
   const PageEntry& e = pages_[page];
   return PrefixHit{PageId(page), e.refs > 0 || e.pins > 0};
 }
@@ -85,7 +85,7 @@ std::optional<NativeReserveOutcome> NativeBlockPool::reserve_exact_prefix(std::s
   hits.reserve(candidates.size());
   for (SequenceHash hash : candidates) {
     const std::uint32_t page = index_.find(hash.value());
-    if (page == kNone) {
+    if (page == kNoPage) {
       throw ContractError("authorized prefix hash " + std::to_string(hash.value()) + " is no longer resident");
     }
     hits.push_back({hash, PageId(page)});
@@ -99,7 +99,7 @@ std::optional<NativeReserveOutcome> NativeBlockPool::reserve_resident_prefix(std
   for (SequenceHash hash : candidates) {
     if (hits.size() == total) break;
     const std::uint32_t page = index_.find(hash.value());
-    if (page == kNone) break;
+    if (page == kNoPage) break;
     hits.push_back({hash, PageId(page)});
   }
   return reserve_hits(hits, total - static_cast<std::uint32_t>(hits.size()));
@@ -139,7 +139,7 @@ NativeReserveOutcome NativeBlockPool::commit_reservation(std::span<const PrefixP
   for (std::uint32_t i = 0; i < needed; ++i) {
     const std::uint32_t page = lru_head_;
     const SequenceHash hash(pages_[page].hash);
-    if (!quarantine_ || !(index_.find(hash.value()) == page && pages_[page].dup_next == kNone)) {
+    if (!quarantine_ || !(index_.find(hash.value()) == page && pages_[page].dup_next == kNoPage)) {
       if (auto removed = evict_one()) outcome.removed.push_back(*removed);
       continue;
     }
@@ -195,13 +195,13 @@ bool NativeBlockPool::cache_private(PageId page, SequenceHash hash) {
   e.hash = hash.value();
   e.refs = 1;
   e.pins = 0;
-  e.dup_next = kNone;
+  e.dup_next = kNoPage;
   --private_copies_;
   ++cached_refs_;
   const std::uint32_t primary = index_.insert_or_find(page.value());
   if (primary == page.value()) return true;
   std::uint32_t tail = primary;
-  while (pages_[tail].dup_next != kNone) tail = pages_[tail].dup_next;
+  while (pages_[tail].dup_next != kNoPage) tail = pages_[tail].dup_next;
   pages_[tail].dup_next = page.value();
   return false;
 }
@@ -242,7 +242,7 @@ bool NativeBlockPool::unlink_from_hash_chain(std::uint32_t page) noexcept {
   const std::uint32_t primary = index_.id_at(slot);
   const std::uint32_t successor = pages_[page].dup_next;
   if (primary == page) {
-    if (successor == kNone) {
+    if (successor == kNoPage) {
       index_.erase_at(slot);
       return true;
     }
@@ -256,7 +256,7 @@ bool NativeBlockPool::unlink_from_hash_chain(std::uint32_t page) noexcept {
 }
 
 std::optional<SequenceHash> NativeBlockPool::evict_one() {
-  if (lru_head_ == kNone) throw ContractError("evict_one on an empty inactive list");
+  if (lru_head_ == kNoPage) throw ContractError("evict_one on an empty inactive list");
   const std::uint32_t page = lru_head_;
   lru_unlink(page);
   const SequenceHash hash(pages_[page].hash);
@@ -281,7 +281,7 @@ bool NativeBlockPool::is_cached_page(PageId page) const { return entry(page).sta
 std::vector<PageId> NativeBlockPool::inactive_order() const {
   std::vector<PageId> order;
   order.reserve(inactive_len_);
-  for (std::uint32_t page = lru_head_; page != kNone; page = pages_[page].next) order.emplace_back(page);
+  for (std::uint32_t page = lru_head_; page != kNoPage; page = pages_[page].next) order.emplace_back(page);
   return order;
 }
 
@@ -297,14 +297,14 @@ void NativeBlockPool::audit(const Holders& holders) const {
   KVTIER_ASSERT(holders.refs.size() == capacity_ && holders.pins.size() == capacity_, "audit needs one count per page");
   std::vector<bool> on_free_list(capacity_, false);
   std::uint32_t free_pages = 0;
-  for (std::uint32_t page = free_head_; page != kNone; page = pages_[page].next) {
+  for (std::uint32_t page = free_head_; page != kNoPage; page = pages_[page].next) {
     KVTIER_ASSERT(page < capacity_ && !on_free_list[page] && pages_[page].state == PageState::Free,
                   "the free list is corrupt at page " + std::to_string(page));
     on_free_list[page] = true;
     ++free_pages;
   }
   std::uint32_t lru_pages = 0;
-  for (std::uint32_t page = lru_head_; page != kNone; page = pages_[page].next) {
+  for (std::uint32_t page = lru_head_; page != kNoPage; page = pages_[page].next) {
     KVTIER_ASSERT(page < capacity_ && pages_[page].in_lru && lru_pages < capacity_,
                   "the inactive list is corrupt at page " + std::to_string(page));
     ++lru_pages;
@@ -339,7 +339,7 @@ void NativeBlockPool::audit(const Holders& holders) const {
         KVTIER_ASSERT(e.in_lru == (e.refs == 0 && e.pins == 0), "a cached page is in the inactive list iff unheld" + at);
         std::uint32_t copy = index_.find(e.hash);
         std::uint32_t steps = 0;
-        while (copy != kNone && copy != page && steps++ < capacity_) copy = pages_[copy].dup_next;
+        while (copy != kNoPage && copy != page && steps++ < capacity_) copy = pages_[copy].dup_next;
         KVTIER_ASSERT(copy == page, "a cached page is missing from its hash's chain of copies" + at);
         break;
       }

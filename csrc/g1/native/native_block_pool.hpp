@@ -53,7 +53,7 @@ class NativeBlockPool {
   };
   /// The primary cached copy of `hash`, if any.
   std::optional<PrefixHit> prefix_hit(SequenceHash hash) const noexcept;
-  bool is_resident(SequenceHash hash) const noexcept { return index_.find(hash.value()) != kNone; }
+  bool is_resident(SequenceHash hash) const noexcept { return index_.find(hash.value()) != kNoPage; }
 
   /// Empty prefix: reserve_fresh; else reserve_exact_prefix(prefix, prefix.size() + fresh).
   std::optional<NativeReserveOutcome> reserve(std::span<const SequenceHash> prefix, std::uint32_t fresh);
@@ -122,7 +122,6 @@ class NativeBlockPool {
   std::optional<SequenceHash> cached_hash(PageId page) const;
 
  private:
-  static constexpr std::uint32_t kNone = 0xFFFFFFFFU;
   /// The hash index's load stays <= 1/2 (16 bytes a page): every eviction
   /// erases a hash, and backward-shift erase walks to the end of the probe
   /// cluster, which at 3/4 is four times as long.
@@ -132,9 +131,9 @@ class NativeBlockPool {
     std::uint64_t hash = 0;
     std::uint32_t refs = 0;
     std::uint32_t pins = 0;
-    std::uint32_t prev = kNone;      // LRU links; `next` also links the free list
-    std::uint32_t next = kNone;
-    std::uint32_t dup_next = kNone;  // next copy of the same hash (FIFO order)
+    std::uint32_t prev = kNoPage;      // LRU links; `next` also links the free list
+    std::uint32_t next = kNoPage;
+    std::uint32_t dup_next = kNoPage;  // next copy of the same hash (FIFO order)
     PageState state = PageState::Free;
     bool in_lru = false;
   };
@@ -161,9 +160,9 @@ class NativeBlockPool {
   std::uint32_t capacity_;
   std::vector<PageEntry> pages_;
   IdIndex<HashOfPage> index_;  // hash -> primary copy
-  std::uint32_t free_head_ = kNone;
-  std::uint32_t lru_head_ = kNone;
-  std::uint32_t lru_tail_ = kNone;
+  std::uint32_t free_head_ = kNoPage;
+  std::uint32_t lru_head_ = kNoPage;
+  std::uint32_t lru_tail_ = kNoPage;
   std::uint32_t copies_ = 0;
   std::uint32_t reserved_ = 0;
   std::uint32_t inactive_len_ = 0;

@@ -24,6 +24,14 @@ struct PageIdTag;
 /// Index of one physical G1 page in a KvPool.
 using PageId = StrongId<PageIdTag, std::uint32_t>;
 
+struct G2PageTag;
+/// Index of one page of the G2 tier's pinned host pool (never a G1 page).
+using G2Page = StrongId<G2PageTag, std::uint32_t>;
+
+/// "No page" in raw page-index fields (free lists, intrusive links, index
+/// lookups). Never a page: capacities stop below it (at most 0xFFFFFFF0).
+inline constexpr std::uint32_t kNoPage = 0xFFFFFFFFU;
+
 struct SequenceHashTag;
 /// Dynamo's `SequenceHash` (router: `ExternalSequenceBlockHash`): identifies a full
 /// block together with its whole prefix.

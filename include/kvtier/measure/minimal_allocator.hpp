@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kvtier/core/move_block.hpp"
+#include "kvtier/core/strong_id.hpp"
 
 namespace kvtier::measure {
 
@@ -27,12 +28,11 @@ class MinimalAllocator {
   void release(std::span<const std::uint32_t> table);
 
  private:
-  static constexpr std::uint32_t kNone = 0xFFFFFFFFU;
   struct Page {
     std::uint64_t hash = 0;
     std::uint32_t refs = 0;
-    std::uint32_t prev = kNone;
-    std::uint32_t next = kNone;
+    std::uint32_t prev = kNoPage;
+    std::uint32_t next = kNoPage;
   };
   std::uint32_t find(std::uint64_t hash) const;
   void insert(std::uint32_t page);
@@ -47,8 +47,8 @@ class MinimalAllocator {
   std::vector<std::uint32_t> slots_;  // power of two, load <= 1/2; linear probing, backward-shift erase
   unsigned shift_ = 64;
   std::uint32_t next_fresh_ = 0;
-  std::uint32_t lru_head_ = kNone;
-  std::uint32_t lru_tail_ = kNone;
+  std::uint32_t lru_head_ = kNoPage;
+  std::uint32_t lru_tail_ = kNoPage;
   std::size_t unowned_ = 0;  // cached pages in the LRU
 };
 

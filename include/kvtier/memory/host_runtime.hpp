@@ -7,22 +7,11 @@
 
 namespace kvtier::memory {
 
-/// Faults HostRuntime injects for reliability tests. Numbers count from 1 since
-/// the plan was installed; 0 disables that fault.
-struct HostFaultPlan {
-  /// The Nth Stream::copy_async call fails when it runs: nothing is copied,
-  /// and the failure surfaces as TransferError through events recorded after
-  /// it and through the stream's synchronize().
-  std::uint64_t fail_copy_number = 0;
-  /// The Nth allocation (device or pinned) throws AllocationError.
-  std::uint64_t fail_allocation_number = 0;
-};
-
 /// The CPU implementation of Runtime (not a mock): memory is real host memory,
 /// each stream is a worker thread that runs its queue in order, events
 /// complete when the work before them has run, and cross-stream waits block
 /// the waiting stream's worker.
-class HostRuntime final : public Runtime {
+class HostRuntime final : public Runtime, public FaultInjector {
  public:
   HostRuntime();
   ~HostRuntime() override;
@@ -34,8 +23,8 @@ class HostRuntime final : public Runtime {
   Stream create_stream() override;
   Event create_event() override;
 
-  /// Installs a fault plan and restarts its counters.
-  void inject_faults(HostFaultPlan plan);
+  FaultInjector* faults() noexcept override { return this; }
+  void inject_faults(FaultPlan plan) override;
 
   struct FaultState;
 

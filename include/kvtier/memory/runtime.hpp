@@ -171,6 +171,28 @@ class Stream {
   std::unique_ptr<detail::StreamBackend> backend_;
 };
 
+/// Faults a runtime injects for reliability tests and the script. Numbers
+/// count from 1 since the plan was installed; 0 disables that fault.
+struct FaultPlan {
+  /// The Nth Stream::copy_async call fails when it runs: nothing is copied,
+  /// and the failure surfaces as TransferError through events recorded after
+  /// it and through the stream's synchronize().
+  std::uint64_t fail_copy_number = 0;
+  /// The Nth allocation (device or pinned) throws AllocationError.
+  std::uint64_t fail_allocation_number = 0;
+};
+
+/// What a runtime that can fail on demand offers (HostRuntime; a CUDA copy
+/// cannot be made to fail without corrupting the context).
+class FaultInjector {
+ public:
+  /// Installs a plan and restarts its counters.
+  virtual void inject_faults(FaultPlan plan) = 0;
+
+ protected:
+  ~FaultInjector() = default;
+};
+
 /// The device behind one small interface (DESIGN.md rule 2): memory, streams,
 /// events and asynchronous copies. Implementations: HostRuntime, CudaRuntime.
 /// Objects it creates must not outlive it.
@@ -189,6 +211,8 @@ class Runtime {
   /// HostRuntime: every stream has its own worker already, so create_stream().
   virtual Stream create_priority_stream() { return create_stream(); }
   virtual Event create_event() = 0;
+  /// Fault injection, or nullptr where this runtime has none.
+  virtual FaultInjector* faults() noexcept { return nullptr; }
 };
 
 }  // namespace kvtier::memory

@@ -27,26 +27,26 @@ class HostBlockRegistry {
   /// Resident or landing already: the presence filter of §5.2.
   bool contains(const PositionalLineageHash& plh) const { return by_plh_.contains(plh); }
   /// The page holding `plh`, when it is resident.
-  std::optional<std::uint32_t> resident_page(const PositionalLineageHash& plh) const;
+  std::optional<G2Page> resident_page(const PositionalLineageHash& plh) const;
   bool is_resident(SequenceHash hash) const;
 
   /// A page for `block` to land in: a free one, else the eviction policy's
   /// victim (its hash is appended to `evicted`); nullopt when every page is
   /// landing or pinned.
-  std::optional<std::uint32_t> reserve(g1::TieredBlock block, std::vector<SequenceHash>& evicted);
+  std::optional<G2Page> reserve(g1::TieredBlock block, std::vector<SequenceHash>& evicted);
   /// The landing copy completed: the page becomes resident and evictable.
   /// false (the page is freed instead) when the eviction pool refuses it.
-  bool land(std::uint32_t page, std::uint64_t checksum);
+  bool land(G2Page page, std::uint64_t checksum);
   /// A landing page whose copy failed, or an unpinned resident page whose
   /// bytes failed verification, goes back to the free pages.
-  void drop(std::uint32_t page);
-  void pin(std::uint32_t page);
-  void unpin(std::uint32_t page);
-  bool pinned(std::uint32_t page) const { return pages_.at(page).pins > 0; }
+  void drop(G2Page page);
+  void pin(G2Page page);
+  void unpin(G2Page page);
+  bool pinned(G2Page page) const { return pages_.at(page.value()).pins > 0; }
 
-  std::vector<std::pair<std::uint32_t, SequenceHash>> resident_blocks() const;
-  const g1::TieredBlock& block(std::uint32_t page) const { return pages_.at(page).block; }
-  std::uint64_t checksum(std::uint32_t page) const { return pages_.at(page).checksum; }
+  std::vector<std::pair<G2Page, SequenceHash>> resident_blocks() const;
+  const g1::TieredBlock& block(G2Page page) const { return pages_.at(page.value()).block; }
+  std::uint64_t checksum(G2Page page) const { return pages_.at(page.value()).checksum; }
 
  private:
   enum class State : std::uint8_t { Free, Landing, Resident };
@@ -56,12 +56,12 @@ class HostBlockRegistry {
     std::uint64_t checksum = 0;
     g1::TieredBlock block;
   };
-  void forget(std::uint32_t page);
+  void forget(G2Page page);
 
   std::vector<Page> pages_;
-  std::vector<std::uint32_t> free_;
+  std::vector<G2Page> free_;
   std::unique_ptr<g1::EvictionPolicy> policy_;
-  std::unordered_map<PositionalLineageHash, std::uint32_t> by_plh_;
+  std::unordered_map<PositionalLineageHash, G2Page> by_plh_;
   std::unordered_map<std::uint64_t, std::uint32_t> resident_hashes_;  // sequence hash -> resident pages holding it
 };
 

@@ -84,9 +84,9 @@ class OffloadEngine final : public g1::OffloadTier {
   /// Bytes of one page (G1 and G2 pages have the same layout).
   std::size_t page_bytes() const noexcept { return host_pool_.layout().page_bytes(); }
   /// The page of G2 holding `plh`, when resident.
-  std::optional<std::uint32_t> host_page(const PositionalLineageHash& plh) const { return registry_.resident_page(plh); }
+  std::optional<G2Page> host_page(const PositionalLineageHash& plh) const { return registry_.resident_page(plh); }
   /// Every block resident in G2 with its page, in page order.
-  std::vector<std::pair<std::uint32_t, SequenceHash>> resident_blocks() const { return registry_.resident_blocks(); }
+  std::vector<std::pair<G2Page, SequenceHash>> resident_blocks() const { return registry_.resident_blocks(); }
   /// Completed swap-outs (G1 -> G2) and swap-ins (G2 -> G1).
   const CopyUsage& swap_out_usage() const noexcept { return usage_[0]; }
   const CopyUsage& swap_in_usage() const noexcept { return usage_[1]; }
@@ -101,7 +101,7 @@ class OffloadEngine final : public g1::OffloadTier {
   struct Transfer {
     Direction direction;
     std::vector<PageId> g1_pages;
-    std::vector<std::uint32_t> g2_pages;
+    std::vector<G2Page> g2_pages;
     memory::Event done;
     std::size_t bytes = 0;
     double started_ms = 0.0;
@@ -121,7 +121,7 @@ class OffloadEngine final : public g1::OffloadTier {
   g1::TransferState settle(std::uint64_t id, Transfer& transfer, bool wait);
   void learn_bandwidth(const Transfer& transfer);
   void count_usage(const Transfer& transfer);
-  std::uint64_t checksum(std::uint32_t g2_page) const;
+  std::uint64_t checksum(G2Page page) const;
   Transfer& swap_in(std::uint64_t transfer);
   const Transfer& swap_in(std::uint64_t transfer) const;
 
