@@ -4,6 +4,7 @@
 
 #include "kvtier/core/checked_arithmetic.hpp"
 #include "kvtier/core/errors.hpp"
+#include "kvtier/core/expects.hpp"
 
 namespace kvtier {
 namespace {
@@ -20,17 +21,13 @@ std::uint64_t next_sequence_seed() {
 
 ActiveSequence::ActiveSequence(std::vector<TokenId> prompt, ActiveSequenceConfig config)
     : config_(std::move(config)), tokens_(std::move(prompt)), rng_(config_.seed.value_or(next_sequence_seed())) {
-  if (config_.block_size < 2) {
-    throw ContractError("block_size must be at least 2, got " + std::to_string(config_.block_size));
-  }
+  KVTIER_EXPECTS(config_.block_size >= 2, "block_size must be at least 2, got " + std::to_string(config_.block_size));
   if (!config_.enable_prefix_caching) config_.emit_token_ids = false;
   // Every token count below is at most this sum: it must not wrap.
   const auto total = checked_add(tokens_.size(), config_.max_output_tokens);
-  if (!total || *total > kMaxSequenceTokens) {
-    throw ContractError("a sequence of " + std::to_string(tokens_.size()) + " prompt and " +
-                        std::to_string(config_.max_output_tokens) + " output tokens is longer than the " +
-                        std::to_string(kMaxSequenceTokens) + " tokens a sequence may have");
-  }
+  KVTIER_EXPECTS(total && *total <= kMaxSequenceTokens, "a sequence of " + std::to_string(tokens_.size()) + " prompt and " +
+                 std::to_string(config_.max_output_tokens) + " output tokens is longer than the " +
+                 std::to_string(kMaxSequenceTokens) + " tokens a sequence may have");
   num_input_tokens_ = tokens_.size();
   const std::size_t full_blocks = tokens_.size() / config_.block_size;
   // Room for the prompt and some output up front; a long output grows the vector as it comes.
@@ -143,7 +140,7 @@ std::vector<MoveBlock> ActiveSequence::generate() {
 }
 
 void ActiveSequence::pop() {
-  if (generated_ == 0) throw ContractError("pop: the sequence has no generated token to undo");
+  KVTIER_EXPECTS(generated_ != 0, "pop: the sequence has no generated token to undo");
   tokens_.pop_back();
   --generated_;
   if (planned_cursor_ > generated_) planned_cursor_ = generated_;

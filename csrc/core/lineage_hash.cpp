@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "kvtier/core/errors.hpp"
+#include "kvtier/core/expects.hpp"
 
 namespace kvtier {
 namespace {
@@ -30,10 +31,8 @@ constexpr std::uint64_t low_bits(std::uint64_t value, unsigned bits) {
 
 PositionalLineageHash::PositionalLineageHash(SequenceHash current, std::optional<SequenceHash> parent,
                                              std::uint64_t position) {
-  if (position > kMaxPosition) {
-    throw ContractError("Position " + std::to_string(position) +
-                        " exceeds maximum supported value (2^24 - 1 = 16,777,215)");
-  }
+  KVTIER_EXPECTS(position <= kMaxPosition, "Position " + std::to_string(position) +
+                 " exceeds maximum supported value (2^24 - 1 = 16,777,215)");
   const unsigned mode = mode_for(position);
   const ModeWidths widths = kModes[mode];
   // The child (position + 1) stores our fragment in its parent field, which may

@@ -40,10 +40,8 @@ void RequestDriver::finalize(g1::OwnerId owner, ActiveSequence& sequence, std::s
 }
 
 void RequestDriver::require_decodable(g1::OwnerId owner, const ActiveSequence& sequence) const {
-  if (sequence.num_allocated_tokens() != sequence.len()) {
-    throw ContractError("allocated up to " + std::to_string(sequence.num_allocated_tokens()) +
-                        " of its " + std::to_string(sequence.len()) + " tokens: allocate it before generating");
-  }
+  KVTIER_EXPECTS(sequence.num_allocated_tokens() == sequence.len(), "allocated up to " + std::to_string(sequence.num_allocated_tokens()) +
+                 " of its " + std::to_string(sequence.len()) + " tokens: allocate it before generating");
   const auto owned = manager_->has_owner(owner) ? manager_->owned_blocks(owner) : std::span<const UniqueBlock>{};
   const auto blocks = sequence.blocks();
   if (owned.size() < blocks.size() ||

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "kvtier/core/errors.hpp"
+#include "kvtier/core/expects.hpp"
 #include "g1/kvbm/kvbm_backend.hpp"
 #include "g1/native/native_backend.hpp"
 
@@ -59,14 +60,12 @@ G1Manager G1Manager::with_eviction_backend(G1ManagerConfig config, EvictionBacke
 }
 
 void G1Manager::check_token_ids(const std::vector<TokenId>& tokens) const {
-  if (tokens.size() != config_.block_size) {
-    throw ContractError("token ids must hold block_size (" + std::to_string(config_.block_size) +
-                        ") tokens per full block, got " + std::to_string(tokens.size()));
-  }
+  KVTIER_EXPECTS(tokens.size() == config_.block_size, "token ids must hold block_size (" + std::to_string(config_.block_size) +
+                 ") tokens per full block, got " + std::to_string(tokens.size()));
 }
 
 void G1Manager::validate_use(const UseSignal& use) const {
-  if (use.plhs.size() != use.full_block_count()) throw ContractError("PLHs must align with full blocks");
+  KVTIER_EXPECTS(use.plhs.size() == use.full_block_count(), "PLHs must align with full blocks");
   if (use.token_ids) {
     for (const auto& tokens : *use.token_ids) check_token_ids(tokens);
   }
@@ -102,10 +101,8 @@ void G1Manager::finalize_computed_prefix(OwnerId owner, std::size_t before, std:
   // a refused call changes nothing (issue #13).
   if (sequence != nullptr && sequence->promotes_computed_tail(after)) {
     const auto owned = has_owner(owner) ? owned_blocks(owner) : std::span<const UniqueBlock>{};
-    if (owned.empty() || owned.back() != sequence->blocks().back()) {
-      throw ContractError("partial block not found: the sequence's tail " + sequence->blocks().back().to_string() +
-                          " is not owner " + std::to_string(owner.value()) + "'s last block");
-    }
+    KVTIER_EXPECTS(!owned.empty() && owned.back() == sequence->blocks().back(), "partial block not found: the sequence's tail " + sequence->blocks().back().to_string() +
+                   " is not owner " + std::to_string(owner.value()) + "'s last block");
   }
   // #12222: earlier blocks first; the scan stops at the still-partial tail,
   // whose Promote then names the just-published block as its parent.
@@ -117,11 +114,9 @@ void G1Manager::finalize_computed_prefix(OwnerId owner, std::size_t before, std:
 PrefillCost G1Manager::get_prefill_cost(const ActiveSequence& sequence) const { return backend_->prefill_cost(sequence); }
 
 void G1Manager::check_handle(std::uint64_t manager, G1Backend backend, const char* what) const {
-  if (backend != config_.backend) {
-    throw ContractError(std::string(what) + " belongs to a different G1 backend (" + backend_name(backend) +
-                        ", this manager is " + backend_name(config_.backend) + ")");
-  }
-  if (manager != id_) throw ContractError(std::string(what) + " belongs to a different G1 manager");
+  KVTIER_EXPECTS(backend == config_.backend, std::string(what) + " belongs to a different G1 backend (" + backend_name(backend) +
+                 ", this manager is " + backend_name(config_.backend) + ")");
+  KVTIER_EXPECTS(manager == id_, std::string(what) + " belongs to a different G1 manager");
 }
 
 std::optional<DecodeReservation> G1Manager::reserve_decode_blocks(std::size_t blocks) {

@@ -3,14 +3,15 @@
 #include <string>
 
 #include "kvtier/core/errors.hpp"
+#include "kvtier/core/expects.hpp"
 #include "g1/common/block_manager.hpp"
 #include "kvtier/g1/g1_manager.hpp"
 
 namespace kvtier::g1 {
 
 void G1Manager::attach_offload_engine(std::shared_ptr<OffloadTier> engine) {
-  if (!engine) throw ContractError("attach_offload_engine needs an engine");
-  if (tier_) throw ContractError("an offload engine is attached already");
+  KVTIER_EXPECTS(engine, "attach_offload_engine needs an engine");
+  KVTIER_EXPECTS(!tier_, "an offload engine is attached already");
   engine->bind(*publisher_, config_.backend);  // refuses an engine bound to another manager
   backend_->attach_offload(engine.get());
   tier_ = std::move(engine);
@@ -119,17 +120,17 @@ void G1Manager::reap_cancelled_swap_ins() {
 
 SwapInRegistration G1Manager::register_completed_swap_in(std::uint64_t swap_in_id) {
   const auto it = swap_ins_.find(swap_in_id);
-  if (it == swap_ins_.end()) throw ContractError("unknown swap-in " + std::to_string(swap_in_id));
-  if (it->second.cancelled) throw ContractError("swap-in " + std::to_string(swap_in_id) + " was cancelled");
+  KVTIER_EXPECTS(it != swap_ins_.end(), "unknown swap-in " + std::to_string(swap_in_id));
+  KVTIER_EXPECTS(!it->second.cancelled, "swap-in " + std::to_string(swap_in_id) + " was cancelled");
   const TransferState state = tier_->wait_swap_in(swap_in_id);
   const SwapInLease lease = std::move(it->second);
   swap_ins_.erase(it);
   SwapInRegistration result;
   if (state == TransferState::Complete) {
-    try {
-      result.registered = backend_->register_swapped_in(lease.slots, lease.blocks);
-    } catch (const ContractError&) {
-      result.failed = true;  // e.g. a lineage collision: the slots are still reserved
+    if (const auto registered = backend_->register_swapped_in(lease.slots, lease.blocks)) {
+      result.registered = *registered;
+    } else {
+      result.failed = true;  // a lineage collision: the slots are still reserved
       backend_->release_slots(lease.slots);
     }
     if (lease.pins != 0) backend_->release_pins(lease.pins);
@@ -142,10 +143,8 @@ SwapInRegistration G1Manager::register_completed_swap_in(std::uint64_t swap_in_i
 }
 
 std::vector<PositionalLineageHash> G1Manager::tier_keys(const ActiveSequence& sequence, std::size_t blocks) const {
-  if (blocks > sequence.full_block_count()) {
-    throw ContractError("tier_keys of " + std::to_string(blocks) + " blocks; the sequence has " +
-                        std::to_string(sequence.full_block_count()) + " full blocks");
-  }
+  KVTIER_EXPECTS(blocks <= sequence.full_block_count(), "tier_keys of " + std::to_string(blocks) + " blocks; the sequence has " +
+                 std::to_string(sequence.full_block_count()) + " full blocks");
   std::vector<PositionalLineageHash> keys;
   keys.reserve(blocks);
   for (std::size_t i = 0; i < blocks; ++i) {

@@ -1,3 +1,4 @@
+#include "kvtier/core/expects.hpp"
 #include "kvtier/memory/cuda_runtime.hpp"
 
 #include <cuda_runtime_api.h>
@@ -79,7 +80,7 @@ class CudaEvent final : public detail::EventBackend {
 
 const CudaEvent& cuda_event(const detail::EventBackend& event) {
   const auto* cuda = dynamic_cast<const CudaEvent*>(&event);
-  if (cuda == nullptr) throw ContractError("event belongs to a different runtime than this CUDA stream");
+  KVTIER_EXPECTS(cuda != nullptr, "event belongs to a different runtime than this CUDA stream");
   return *cuda;
 }
 
@@ -111,9 +112,7 @@ class CudaStream final : public detail::StreamBackend {
     std::vector<std::size_t> sizes;
     for (std::size_t i = 0; i < copies.size(); ++i) {
       if (copies[i].bytes == 0) continue;
-      if (copies[i].src == nullptr || copies[i].dst == nullptr) {
-        throw ContractError("copy descriptor " + std::to_string(i) + " has a null pointer");
-      }
+      KVTIER_EXPECTS(copies[i].src != nullptr && copies[i].dst != nullptr, "copy descriptor " + std::to_string(i) + " has a null pointer");
       dsts.push_back(copies[i].dst);
       srcs.push_back(copies[i].src);
       sizes.push_back(copies[i].bytes);
@@ -153,9 +152,7 @@ class CudaStream final : public detail::StreamBackend {
     std::vector<CopyDescriptor> list;
     for (std::size_t i = 0; i < copies.size(); ++i) {
       if (copies[i].bytes == 0) continue;
-      if (copies[i].src == nullptr || copies[i].dst == nullptr) {
-        throw ContractError("copy descriptor " + std::to_string(i) + " has a null pointer");
-      }
+      KVTIER_EXPECTS(copies[i].src != nullptr && copies[i].dst != nullptr, "copy descriptor " + std::to_string(i) + " has a null pointer");
       list.push_back(copies[i]);
     }
     if (list.empty()) return;
@@ -191,7 +188,7 @@ class CudaStream final : public detail::StreamBackend {
 
   void fill_async(void* dst, std::uint8_t value, std::size_t bytes) override {
     if (bytes == 0) return;
-    if (dst == nullptr) throw ContractError("fill of a null pointer");
+    KVTIER_EXPECTS(dst != nullptr, "fill of a null pointer");
     ScopedRange range{"kvtier.fill_async"};
     DeviceScope scope(device_);
     KVTIER_CUDA_CHECK(cudaMemsetAsync(dst, value, bytes, stream_));

@@ -20,6 +20,7 @@
 #endif
 
 #include "kvtier/core/errors.hpp"
+#include "kvtier/core/expects.hpp"
 #include "kvtier/kernels/reference/write_kv.hpp"
 #include "kvtier/memory/memory_budget.hpp"
 
@@ -102,7 +103,7 @@ class HostEvent final : public detail::EventBackend {
 
 const HostEvent& host_event(const detail::EventBackend& event) {
   const auto* host = dynamic_cast<const HostEvent*>(&event);
-  if (host == nullptr) throw ContractError("event belongs to a different runtime than this host stream");
+  KVTIER_EXPECTS(host != nullptr, "event belongs to a different runtime than this host stream");
   return *host;
 }
 
@@ -162,9 +163,7 @@ void copy_batch(const std::vector<CopyDescriptor>& batch) {
 
 void check_copies(std::span<const CopyDescriptor> copies) {
   for (std::size_t i = 0; i < copies.size(); ++i) {
-    if (copies[i].bytes != 0 && (copies[i].src == nullptr || copies[i].dst == nullptr)) {
-      throw ContractError("copy descriptor " + std::to_string(i) + " has a null pointer");
-    }
+    KVTIER_EXPECTS(copies[i].bytes == 0 || (copies[i].src != nullptr && copies[i].dst != nullptr), "copy descriptor " + std::to_string(i) + " has a null pointer");
   }
 }
 
@@ -198,7 +197,7 @@ class HostStream final : public detail::StreamBackend {
   }
 
   void fill_async(void* dst, std::uint8_t value, std::size_t bytes) override {
-    if (bytes != 0 && dst == nullptr) throw ContractError("fill of a null pointer");
+    KVTIER_EXPECTS(bytes == 0 || dst != nullptr, "fill of a null pointer");
     enqueue([dst, value, bytes] {
       if (bytes != 0) std::memset(dst, value, bytes);
     });
@@ -209,9 +208,7 @@ class HostStream final : public detail::StreamBackend {
     if (write.tokens == 0) return;
     const auto slots = static_cast<std::int64_t>(write.layout->capacity()) * write.layout->geometry().tokens_per_block;
     for (std::uint32_t t = 0; t < write.tokens; ++t) {
-      if (write.slots[t] >= slots) {
-        throw ContractError("write_kv: slot " + std::to_string(write.slots[t]) + " is outside the pool");
-      }
+      KVTIER_EXPECTS(write.slots[t] < slots, "write_kv: slot " + std::to_string(write.slots[t]) + " is outside the pool");
     }
     enqueue([this, write, layout = *write.layout] {
       try {  // the slots were checked, but a failure here must fail events, not the worker thread

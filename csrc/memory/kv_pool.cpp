@@ -4,6 +4,7 @@
 #include <string>
 
 #include "kvtier/core/errors.hpp"
+#include "kvtier/core/expects.hpp"
 #include "kvtier/core/page_pattern.hpp"
 #include "kvtier/memory/memory_budget.hpp"
 
@@ -46,26 +47,20 @@ KvPool::KvPool(Runtime& runtime, KvLayout layout, PoolMemory memory, std::size_t
 }
 
 std::byte* KvPool::chunk_address(PageId page, std::uint32_t chunk) const {
-  if (page.value() >= capacity() || chunk >= layout_.chunks_per_page()) {
-    throw ContractError("page " + std::to_string(page.value()) + " chunk " + std::to_string(chunk) +
-                        " is outside the pool (" + std::to_string(capacity()) + " pages of " +
-                        std::to_string(layout_.chunks_per_page()) + " chunks)");
-  }
+  KVTIER_EXPECTS(page.value() < capacity() && chunk < layout_.chunks_per_page(), "page " + std::to_string(page.value()) + " chunk " + std::to_string(chunk) +
+                 " is outside the pool (" + std::to_string(capacity()) + " pages of " +
+                 std::to_string(layout_.chunks_per_page()) + " chunks)");
   if (host_pieces_.empty()) return slab() + layout_.chunk_offset(page.value(), chunk);
   const std::uint32_t in_piece = page.value() % pages_per_piece_;
   return host_pieces_[page.value() / pages_per_piece_].bytes_data() + layout_.chunk_offset(in_piece, chunk);
 }
 
 void KvPool::check_pages(std::span<const PageId> pages, std::span<const std::uint64_t> identities) const {
-  if (pages.size() != identities.size()) {
-    throw ContractError("pattern: " + std::to_string(pages.size()) + " pages but " +
-                        std::to_string(identities.size()) + " identities");
-  }
+  KVTIER_EXPECTS(pages.size() == identities.size(), "pattern: " + std::to_string(pages.size()) + " pages but " +
+                 std::to_string(identities.size()) + " identities");
   for (PageId page : pages) {
-    if (page.value() >= capacity()) {
-      throw ContractError("pattern: page " + std::to_string(page.value()) + " is outside the pool of " +
-                          std::to_string(capacity()) + " pages");
-    }
+    KVTIER_EXPECTS(page.value() < capacity(), "pattern: page " + std::to_string(page.value()) + " is outside the pool of " +
+                   std::to_string(capacity()) + " pages");
   }
 }
 
@@ -120,7 +115,7 @@ std::vector<PageId> KvPool::find_pattern_mismatches(std::span<const PageId> page
 void KvPool::read_pages(std::span<const PageId> pages,
                         const std::function<void(std::size_t, std::span<const std::byte>)>& visit) {
   for (const PageId page : pages) {
-    if (page.value() >= capacity()) throw ContractError("page " + std::to_string(page.value()) + " is outside the pool");
+    KVTIER_EXPECTS(page.value() < capacity(), "page " + std::to_string(page.value()) + " is outside the pool");
   }
   if (pages.empty()) return;
   const std::size_t batch = staging_pages();

@@ -5,16 +5,15 @@
 #include <string>
 
 #include "kvtier/core/errors.hpp"
+#include "kvtier/core/expects.hpp"
 
 namespace kvtier::memory {
 namespace {
 
 void check_pages(const KvPool& pool, std::span<const PageId> pages, const char* side) {
   for (const PageId page : pages) {
-    if (page.value() >= pool.capacity()) {
-      throw ContractError(std::string("page copy plan: ") + side + " page " + std::to_string(page.value()) +
-                          " is outside its pool of " + std::to_string(pool.capacity()) + " pages");
-    }
+    KVTIER_EXPECTS(page.value() < pool.capacity(), std::string("page copy plan: ") + side + " page " + std::to_string(page.value()) +
+                   " is outside its pool of " + std::to_string(pool.capacity()) + " pages");
   }
 }
 
@@ -46,14 +45,10 @@ std::vector<CopyDescriptor> page_copy_plan(const KvPool& from, std::span<const P
                                            std::span<const PageId> to_pages) {
   const KvLayout& a = from.layout();
   const KvLayout& b = to.layout();
-  if (a.page_bytes() != b.page_bytes()) {
-    throw ContractError("page copy plan: pages of " + std::to_string(a.page_bytes()) + " and " +
-                        std::to_string(b.page_bytes()) + " bytes cannot be copied onto each other");
-  }
-  if (from_pages.size() != to_pages.size()) {
-    throw ContractError("page copy plan: " + std::to_string(from_pages.size()) + " source pages but " +
-                        std::to_string(to_pages.size()) + " target pages");
-  }
+  KVTIER_EXPECTS(a.page_bytes() == b.page_bytes(), "page copy plan: pages of " + std::to_string(a.page_bytes()) + " and " +
+                 std::to_string(b.page_bytes()) + " bytes cannot be copied onto each other");
+  KVTIER_EXPECTS(from_pages.size() == to_pages.size(), "page copy plan: " + std::to_string(from_pages.size()) + " source pages but " +
+                 std::to_string(to_pages.size()) + " target pages");
   check_pages(from, from_pages, "source");
   check_pages(to, to_pages, "target");
   std::vector<CopyDescriptor> plan;

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "kvtier/core/errors.hpp"
+#include "kvtier/core/expects.hpp"
 
 namespace kvtier::memory {
 
@@ -14,9 +15,7 @@ void check_kv_write(const KvWrite& write) {
       write.slots == nullptr) {
     throw ContractError("write_kv with a null pointer");
   }
-  if (write.layer >= write.layout->geometry().layers) {
-    throw ContractError("write_kv: layer " + std::to_string(write.layer) + " is outside the layout");
-  }
+  KVTIER_EXPECTS(write.layer < write.layout->geometry().layers, "write_kv: layer " + std::to_string(write.layer) + " is outside the layout");
 }
 
 }  // namespace kvtier::memory

@@ -54,9 +54,7 @@ std::optional<G2Page> HostBlockRegistry::reserve(g1::TieredBlock block, std::vec
 bool HostBlockRegistry::land(G2Page page, std::uint64_t checksum) {
   Page& p = pages_.at(page.value());
   KVTIER_ASSERT(p.state == State::Landing, "G2 page " + std::to_string(page.value()) + " lands but is not landing");
-  try {
-    policy_->check_insertable(std::span<const PositionalLineageHash>(&p.block.plh, 1));
-  } catch (const ContractError&) {
+  if (policy_->insert_refusal(std::span<const PositionalLineageHash>(&p.block.plh, 1))) {
     drop(page);  // a lineage collision in the pool: keep the tier consistent, lose the copy
     return false;
   }

@@ -63,7 +63,7 @@ OffloadEngine::~OffloadEngine() {
 }
 
 void OffloadEngine::bind(KvEventPublisher& publisher, g1::G1Backend backend) {
-  if (publisher_ != nullptr) throw ContractError("the offload engine is attached to a manager already");
+  KVTIER_EXPECTS(publisher_ == nullptr, "the offload engine is attached to a manager already");
   registry_ = HostBlockRegistry(config_.host_blocks, backend == g1::G1Backend::Kvbm ? g1::EvictionBackend::Lineage
                                                                                   : g1::EvictionBackend::Lru);
   publisher_ = &publisher;
@@ -74,10 +74,8 @@ double OffloadEngine::now_ms() const {
 }
 
 void OffloadEngine::inject_copy_fault(std::uint64_t nth) {
-  if (runtime_.faults() == nullptr) {
-    throw ContractError("copy faults can be injected on the host runtime only");
-  }
-  if (nth == 0) throw ContractError("inject_fault copy_batch counts from 1");
+  KVTIER_EXPECTS(runtime_.faults() != nullptr, "copy faults can be injected on the host runtime only");
+  KVTIER_EXPECTS(nth != 0, "inject_fault copy_batch counts from 1");
   fault_at_batch_ = submitted_batches_ + nth;
 }
 
@@ -308,9 +306,7 @@ void OffloadEngine::start_swap_in(std::uint64_t transfer, std::span<const PageId
 
 OffloadEngine::Transfer& OffloadEngine::swap_in(std::uint64_t transfer) {
   const auto it = transfers_.find(transfer);
-  if (it == transfers_.end() || it->second.direction != Direction::SwapIn) {
-    throw ContractError("unknown swap-in transfer " + std::to_string(transfer));
-  }
+  KVTIER_EXPECTS(it != transfers_.end() && it->second.direction == Direction::SwapIn, "unknown swap-in transfer " + std::to_string(transfer));
   return it->second;
 }
 

@@ -3,6 +3,7 @@
 #include <xxhash.h>
 
 #include "kvtier/core/errors.hpp"
+#include "kvtier/core/expects.hpp"
 #include "script_state.hpp"
 
 namespace kvtier::script {
@@ -12,7 +13,7 @@ g1::OwnerId existing_owner(const std::map<std::string, g1::OwnerId>& owners, con
                            const Fields& f) {
   const std::string label = f.string("owner");
   const auto it = owners.find(label);
-  if (it == owners.end() || !manager.has_owner(it->second)) throw ContractError("unknown owner '" + label + "'");
+  KVTIER_EXPECTS(it != owners.end() && manager.has_owner(it->second), "unknown owner '" + label + "'");
   return it->second;
 }
 
@@ -64,7 +65,7 @@ Json ScriptRunner::State::op_promote(const Fields& f) {
   const g1::OwnerId id = existing_owner(owners_, *manager_, f);
   const std::string label = f.string("partial");
   const auto it = partial_by_label_.find(label);
-  if (it == partial_by_label_.end()) throw ContractError("partial block not found: '" + label + "'");
+  KVTIER_EXPECTS(it != partial_by_label_.end(), "partial block not found: '" + label + "'");
   const SequenceHash hash(f.u64("hash"));
   PromoteSignal promote{
       .uuid = it->second,
@@ -169,7 +170,7 @@ Json ScriptRunner::State::op_write(const Fields& f) {
 
 std::vector<PageId> ScriptRunner::State::mismatched_pages(std::span<const PageId> pages,
                                                           std::span<const UniqueBlock> blocks) const {
-  if (pages.size() != blocks.size()) throw ContractError("verify needs one block per page");
+  KVTIER_EXPECTS(pages.size() == blocks.size(), "verify needs one block per page");
   std::vector<std::uint64_t> identities;
   identities.reserve(blocks.size());
   for (const UniqueBlock& b : blocks) identities.push_back(pattern_identity(b));

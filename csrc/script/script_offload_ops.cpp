@@ -1,6 +1,7 @@
 // Script operations on the offload tier (docs/script.md "Offload"): waiting
 // for copies, G2 residency, the swap-in lifecycle and fault injection.
 #include "kvtier/core/errors.hpp"
+#include "kvtier/core/expects.hpp"
 #include "script_state.hpp"
 
 namespace kvtier::script {
@@ -123,7 +124,7 @@ Json ScriptRunner::State::op_inject_fault(const Fields& f) {
   const bool copy = f.has("copy_batch");
   if (copy == f.has("allocation")) f.fail("inject_fault needs exactly one of 'copy_batch' and 'allocation'");
   memory::FaultInjector* faults = session_->runtime().faults();
-  if (faults == nullptr) throw ContractError("faults can be injected on the host runtime only");
+  KVTIER_EXPECTS(faults != nullptr, "faults can be injected on the host runtime only");
   if (copy) {
     if (session_->engine() == nullptr) f.fail("inject_fault copy_batch needs the offload tier (init host_blocks > 0)");
     session_->engine()->inject_copy_fault(f.u64("copy_batch"));

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "kvtier/core/errors.hpp"
+#include "kvtier/core/expects.hpp"
 #include "kvtier/kernels/reference/paged_attention.hpp"
 #include "py_manager.hpp"
 
@@ -27,7 +28,7 @@ using Floats = nb::ndarray<float, nb::c_contig>;
 using Ints = nb::ndarray<std::int32_t, nb::c_contig>;
 
 void require(bool ok, const std::string& what) {
-  if (!ok) throw ContractError("paged_attention: " + what);
+  KVTIER_EXPECTS(ok, "paged_attention: " + what);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "kvtier/core/errors.hpp"
+#include "kvtier/core/expects.hpp"
 
 namespace nb = nanobind;
 
@@ -35,10 +36,8 @@ Tensor kv_view(const std::shared_ptr<session::PageMemory>& memory, std::uint32_t
   memory::KvPool& pool = memory->pool();
   const KvLayout& layout = pool.layout();
   const KvGeometry& g = layout.geometry();
-  if (layer >= g.layers) {
-    throw ContractError("layer " + std::to_string(layer) + " is outside the layout's " + std::to_string(g.layers) +
-                        " layers");
-  }
+  KVTIER_EXPECTS(layer < g.layers, "layer " + std::to_string(layer) + " is outside the layout's " + std::to_string(g.layers) +
+                 " layers");
   const std::size_t element = as_bytes ? 1 : dtype_bytes(g.dtype);
   const std::size_t page_stride_bytes =
       layout.layout() == PageLayout::PageMajor ? layout.page_bytes() : layout.layer_page_bytes();
@@ -60,10 +59,8 @@ Tensor block_table_tensor(memory::Runtime& runtime, std::span<const std::span<co
                           std::uint32_t max_blocks) {
   std::size_t longest = 0;
   for (const auto table : tables) longest = std::max(longest, table.size());
-  if (longest > max_blocks) {
-    throw ContractError("a block table of " + std::to_string(longest) + " blocks does not fit max_blocks " +
-                        std::to_string(max_blocks));
-  }
+  KVTIER_EXPECTS(longest <= max_blocks, "a block table of " + std::to_string(longest) + " blocks does not fit max_blocks " +
+                 std::to_string(max_blocks));
   const std::size_t rows = tables.size();
   const std::size_t bytes = std::max<std::size_t>(1, rows * max_blocks) * sizeof(std::int32_t);
   memory::PinnedBuffer staging = runtime.allocate_pinned(bytes);

@@ -10,6 +10,7 @@
 #include "dlpack_views.hpp"
 #include "event_conversion.hpp"
 #include "kvtier/core/errors.hpp"
+#include "kvtier/core/expects.hpp"
 #include "kvtier/g1/eviction_policy.hpp"
 #include "kvtier/memory/runtime_factory.hpp"
 #include "py_manager.hpp"
@@ -25,7 +26,7 @@ using namespace nb::literals;
 namespace kvtier::python {
 
 ManagerSession& PyManager::session() {
-  if (!session_) throw ContractError("the manager is closed");
+  KVTIER_EXPECTS(session_, "the manager is closed");
   return *session_;
 }
 
@@ -109,7 +110,7 @@ g1::OwnerId owner_of(PyManager& m, nb::handle value) {
 
 g1::OwnerId existing_owner(PyManager& m, nb::handle value) {
   const g1::OwnerId owner = owner_of(m, value);
-  if (!m.manager().has_owner(owner)) throw ContractError("unknown owner " + std::to_string(owner.value()));
+  KVTIER_EXPECTS(m.manager().has_owner(owner), "unknown owner " + std::to_string(owner.value()));
   return owner;
 }
 
@@ -195,7 +196,7 @@ void bind_request_calls(nb::class_<PyManager>& c) {
       .def("allocate",
            [](PyManager& m, RequestState& r, std::optional<std::size_t> tokens, std::optional<std::size_t> reuse) {
              checked(m, r);
-             if (r.finished) throw ContractError("the request has finished");
+             KVTIER_EXPECTS(!r.finished, "the request has finished");
              return m.call([&] {
                ManagerSession& session = m.session();
                const bool first = !r.admitted;
@@ -218,10 +219,8 @@ void bind_request_calls(nb::class_<PyManager>& c) {
       .def("finalize",
            [](PyManager& m, RequestState& r, std::size_t computed_tokens) {
              checked(m, r);
-             if (computed_tokens < r.computed_tokens || computed_tokens > r.sequence.num_allocated_tokens()) {
-               throw ContractError("finalize: computed tokens must stay within [" + std::to_string(r.computed_tokens) +
-                                   ", " + std::to_string(r.sequence.num_allocated_tokens()) + "] (computed so far, allocated)");
-             }
+             KVTIER_EXPECTS(computed_tokens >= r.computed_tokens && computed_tokens <= r.sequence.num_allocated_tokens(), "finalize: computed tokens must stay within [" + std::to_string(r.computed_tokens) +
+                            ", " + std::to_string(r.sequence.num_allocated_tokens()) + "] (computed so far, allocated)");
              m.call([&] {
                m.session().driver().finalize(r.owner, r.sequence, r.computed_tokens, computed_tokens);
                r.computed_tokens = computed_tokens;
@@ -233,7 +232,7 @@ void bind_request_calls(nb::class_<PyManager>& c) {
       .def("generate",
            [](PyManager& m, RequestState& r, std::optional<TokenId> token) {
              checked(m, r);
-             if (r.finished) throw ContractError("the request has finished");
+             KVTIER_EXPECTS(!r.finished, "the request has finished");
              return m.call([&] {
                const DecodeStepResult step = DecodeStepResult::from(m.session().driver().decode(r.owner, r.sequence, token));
                if (step.finished) {
@@ -262,7 +261,7 @@ void bind_request_calls(nb::class_<PyManager>& c) {
       .def("preempt",
            [](PyManager& m, RequestState& r) {
              checked(m, r);
-             if (r.finished) throw ContractError("the request has finished");
+             KVTIER_EXPECTS(!r.finished, "the request has finished");
              m.call([&] {
                m.session().driver().release(r.owner, r.sequence);
                r.computed_tokens = 0;

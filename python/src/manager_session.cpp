@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "kvtier/core/errors.hpp"
+#include "kvtier/core/expects.hpp"
 #include "kvtier/memory/runtime_factory.hpp"
 
 namespace kvtier::python {
@@ -63,14 +64,12 @@ ManagerSession::ManagerSession(ManagerOptions options, std::vector<std::shared_p
 }
 
 void ManagerSession::check_caller_owner(std::uint64_t owner) {
-  if (owner >= kFirstRequestOwner) {
-    throw ContractError("owner " + std::to_string(owner) + " is a request's: MoveBlock-level owners are below 2^63");
-  }
+  KVTIER_EXPECTS(owner < kFirstRequestOwner, "owner " + std::to_string(owner) + " is a request's: MoveBlock-level owners are below 2^63");
 }
 
 RequestState ManagerSession::new_request(std::vector<TokenId> prompt, std::size_t max_output_tokens,
                                          bool emit_token_ids, std::vector<TokenId> planned_output) {
-  if (prompt.empty()) throw ContractError("a request needs at least one prompt token");
+  KVTIER_EXPECTS(!prompt.empty(), "a request needs at least one prompt token");
   ActiveSequence sequence(std::move(prompt),
                           ActiveSequenceConfig{.block_size = manager().block_size(),
                                                .max_output_tokens = max_output_tokens,
@@ -83,11 +82,11 @@ RequestState ManagerSession::new_request(std::vector<TokenId> prompt, std::size_
 }
 
 void ManagerSession::check_request(const RequestState& request) const {
-  if (request.manager_id != id_) throw ContractError("the request belongs to another manager");
+  KVTIER_EXPECTS(request.manager_id == id_, "the request belongs to another manager");
 }
 
 void ManagerSession::check_handle(std::uint64_t manager_id, const char* what) const {
-  if (manager_id != id_) throw ContractError(std::string(what) + " belong to another manager");
+  KVTIER_EXPECTS(manager_id == id_, std::string(what) + " belong to another manager");
 }
 
 void ManagerSession::count_admission(const RequestState& request, std::size_t cached_blocks) {

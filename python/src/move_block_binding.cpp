@@ -7,6 +7,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "kvtier/core/errors.hpp"
+#include "kvtier/core/expects.hpp"
 #include "py_manager.hpp"
 #include "py_results.hpp"
 
@@ -35,13 +36,13 @@ UseSignal use_signal(nb::handle blocks, std::optional<std::vector<std::uint64_t>
 
 DecodeReservationHandle& live(PyManager& m, DecodeReservationHandle& handle) {
   m.session().check_handle(handle.manager_id, "the decode reservation");
-  if (!handle.reservation) throw ContractError("the decode reservation was already released");
+  KVTIER_EXPECTS(handle.reservation, "the decode reservation was already released");
   return handle;
 }
 
 DestinationReservationHandle& live(PyManager& m, DestinationReservationHandle& handle) {
   m.session().check_handle(handle.manager_id, "the destination reservation");
-  if (!handle.reservation) throw ContractError("the destination reservation was already activated or cancelled");
+  KVTIER_EXPECTS(handle.reservation, "the destination reservation was already activated or cancelled");
   return handle;
 }
 

@@ -6,6 +6,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "kvtier/core/errors.hpp"
+#include "kvtier/core/expects.hpp"
 #include "kvtier/g1/offload_tier.hpp"
 #include "py_manager.hpp"
 #include "py_results.hpp"
@@ -19,7 +20,7 @@ namespace {
 /// ContractError unless `handle` is this manager's and not spent yet.
 void check_pins(PyManager& m, const PrefixPinsHandle& handle) {
   m.session().check_handle(handle.manager_id, "the prefix pins");
-  if (!handle.pins) throw ContractError("the prefix pins were already released or used");
+  KVTIER_EXPECTS(handle.pins, "the prefix pins were already released or used");
 }
 
 std::optional<g1::G1PrefixPins> take_pins(PyManager& m, std::optional<PrefixPinsHandle*> handle) {

@@ -1,3 +1,4 @@
+#include "kvtier/core/expects.hpp"
 #include "g1/common/backend_common.hpp"
 
 #include <algorithm>
@@ -32,7 +33,7 @@ G1Acquire BackendCommon::process(OwnerId owner, const MoveBlock& signal, std::si
 }
 
 void BackendCommon::attach_offload(OffloadTier* tier) {
-  if (tier_ != nullptr) throw ContractError("an offload tier is attached already");
+  KVTIER_EXPECTS(tier_ == nullptr, "an offload tier is attached already");
   tier_ = tier;
   on_offload_attached();
 }

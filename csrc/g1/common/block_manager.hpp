@@ -85,8 +85,11 @@ class BlockManager {
   virtual void release_slots(std::uint64_t /*slots*/) { no_tier(); }
   /// Registers blocks[i] on reserved slot i as an inactive G1 block (one
   /// already registered keeps its page and the slot is freed), publishes the
-  /// Device Stored runs and frees the unused slots; returns how many it registered.
-  virtual std::size_t register_swapped_in(std::uint64_t /*slots*/, std::span<const TieredBlock> /*blocks*/) {
+  /// Device Stored runs and frees the unused slots; returns how many it
+  /// registered. nullopt, with nothing changed and the slots still reserved,
+  /// when the eviction pool refuses the blocks (a lineage collision).
+  virtual std::optional<std::size_t> register_swapped_in(std::uint64_t /*slots*/,
+                                                         std::span<const TieredBlock> /*blocks*/) {
     no_tier();
   }
 

@@ -1,11 +1,12 @@
 #include "g1/common/destination_prompt.hpp"
 
 #include "kvtier/core/errors.hpp"
+#include "kvtier/core/expects.hpp"
 
 namespace kvtier::g1::detail {
 
 DestinationPrompt DestinationPrompt::of(const ActiveSequence& sequence, std::uint32_t block_size) {
-  if (sequence.block_size() != block_size) throw ContractError("sequence block size differs from the manager's");
+  KVTIER_EXPECTS(sequence.block_size() == block_size, "sequence block size differs from the manager's");
   const std::size_t prompt_blocks = (sequence.num_input_tokens() + block_size - 1) / block_size;
   DestinationPrompt prompt;
   prompt.blocks.assign(sequence.blocks().begin(), sequence.blocks().begin() + static_cast<std::ptrdiff_t>(prompt_blocks));

@@ -34,12 +34,12 @@ class OwnerTables {
   const Table& at(OwnerId owner) const { return find_known(owner)->second; }
   typename Map::const_iterator find_known(OwnerId owner) const {
     const auto it = tables_.find(owner);
-    if (it == tables_.end()) throw ContractError(unknown_owner(owner));
+    KVTIER_EXPECTS(it != tables_.end(), unknown_owner(owner));
     return it;
   }
   iterator find_known(OwnerId owner) {
     const auto it = tables_.find(owner);
-    if (it == tables_.end()) throw ContractError(unknown_owner(owner));
+    KVTIER_EXPECTS(it != tables_.end(), unknown_owner(owner));
     return it;
   }
   /// The owner's table or nullptr.

@@ -1,6 +1,7 @@
 #include "kvtier/g1/eviction_policy.hpp"
 
 #include <string>
+#include <utility>
 
 #include "kvtier/core/errors.hpp"
 #include "g1/eviction/lineage_eviction_policy.hpp"
@@ -8,6 +9,10 @@
 #include "g1/eviction/multi_lru_eviction_policy.hpp"
 
 namespace kvtier::g1 {
+
+void EvictionPolicy::check_insertable(std::span<const PositionalLineageHash> plhs) const {
+  if (auto refusal = insert_refusal(plhs)) throw ContractError(std::move(*refusal));
+}
 
 const char* eviction_backend_name(EvictionBackend backend) noexcept {
   switch (backend) {

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "kvtier/core/errors.hpp"
+#include "kvtier/core/expects.hpp"
 
 namespace kvtier::g1 {
 
@@ -19,17 +20,17 @@ LineageEvictionPolicy::LeafKey LineageEvictionPolicy::leaf_key(std::uint32_t nod
   return {n.tick, n.position, n.fragment, node};
 }
 
-void LineageEvictionPolicy::check_insertable(std::span<const PositionalLineageHash> plhs) const {
+std::optional<std::string> LineageEvictionPolicy::insert_refusal(std::span<const PositionalLineageHash> plhs) const {
   const auto collision = [](const NodeKey& key) {
-    return ContractError("PLH collision in the lineage pool at position " + std::to_string(key.position) +
-                         " fragment " + std::to_string(key.fragment));
+    return "PLH collision in the lineage pool at position " + std::to_string(key.position) + " fragment " +
+           std::to_string(key.fragment);
   };
   std::vector<NodeKey> keys;
   keys.reserve(plhs.size());
   for (const PositionalLineageHash& plh : plhs) {
     const NodeKey key = key_of(plh);
     const std::uint32_t node = index_.find(key);
-    if (node != kNoNode && nodes_[node].page != kNoNode) throw collision(key);  // a real block holds the key
+    if (node != kNoNode && nodes_[node].page != kNoNode) return collision(key);  // a real block holds the key
     keys.push_back(key);
   }
   // A request's blocks come with strictly monotone positions, so no key can
@@ -38,10 +39,11 @@ void LineageEvictionPolicy::check_insertable(std::span<const PositionalLineageHa
   const auto by_position_desc = [](const NodeKey& a, const NodeKey& b) { return a.position > b.position; };
   if (std::adjacent_find(keys.begin(), keys.end(), std::not_fn(by_position)) == keys.end() ||
       std::adjacent_find(keys.begin(), keys.end(), std::not_fn(by_position_desc)) == keys.end()) {
-    return;
+    return std::nullopt;
   }
   std::sort(keys.begin(), keys.end());
-  if (const auto twice = std::adjacent_find(keys.begin(), keys.end()); twice != keys.end()) throw collision(*twice);
+  if (const auto twice = std::adjacent_find(keys.begin(), keys.end()); twice != keys.end()) return collision(*twice);
+  return std::nullopt;
 }
 
 std::uint32_t LineageEvictionPolicy::new_node(const NodeKey& key) {
@@ -82,7 +84,7 @@ void LineageEvictionPolicy::link_parent(std::uint32_t node, const PositionalLine
 }
 
 void LineageEvictionPolicy::insert(PageId page, const PositionalLineageHash& plh) {
-  if (contains(page)) throw ContractError("page " + std::to_string(page.value()) + " is already inactive");
+  KVTIER_EXPECTS(!contains(page), "page " + std::to_string(page.value()) + " is already inactive");
   const NodeKey key = key_of(plh);
   std::uint32_t node = index_.find(key);
   if (node == kNoNode) {
@@ -115,7 +117,7 @@ void LineageEvictionPolicy::drop_childless(std::uint32_t node) {
 
 void LineageEvictionPolicy::remove(PageId page) {
   const std::uint32_t node = node_of_page_.at(page.value());
-  if (node == kNoNode) throw ContractError("page " + std::to_string(page.value()) + " is not inactive");
+  KVTIER_EXPECTS(node != kNoNode, "page " + std::to_string(page.value()) + " is not inactive");
   node_of_page_[page.value()] = kNoNode;
   --real_nodes_;
   if (nodes_[node].children > 0) {

@@ -22,7 +22,7 @@ class LineageEvictionPolicy final : public EvictionPolicy {
   explicit LineageEvictionPolicy(std::uint32_t capacity);
   LineageEvictionPolicy(const LineageEvictionPolicy&) = delete;  // the index points into this object
   LineageEvictionPolicy& operator=(const LineageEvictionPolicy&) = delete;
-  void check_insertable(std::span<const PositionalLineageHash> plhs) const override;
+  std::optional<std::string> insert_refusal(std::span<const PositionalLineageHash> plhs) const override;
   void insert(PageId page, const PositionalLineageHash& plh) override;
   void remove(PageId page) override;
   bool contains(PageId page) const override { return node_of_page_[page.value()] != kNoNode; }

@@ -3,20 +3,23 @@
 #include <string>
 
 #include "kvtier/core/errors.hpp"
+#include "kvtier/core/expects.hpp"
 
 namespace kvtier::g1 {
 
 LruEvictionPolicy::LruEvictionPolicy(std::uint32_t capacity) : links_(capacity), list_(links_, 0) {}
 
-void LruEvictionPolicy::check_insertable(std::span<const PositionalLineageHash>) const {}
+std::optional<std::string> LruEvictionPolicy::insert_refusal(std::span<const PositionalLineageHash>) const {
+  return std::nullopt;  // a page holds one block: nothing can collide
+}
 
 void LruEvictionPolicy::insert(PageId page, const PositionalLineageHash& /*plh*/) {
-  if (contains(page)) throw ContractError("page " + std::to_string(page.value()) + " is already inactive");
+  KVTIER_EXPECTS(!contains(page), "page " + std::to_string(page.value()) + " is already inactive");
   list_.push_back(page.value());
 }
 
 void LruEvictionPolicy::remove(PageId page) {
-  if (!contains(page)) throw ContractError("page " + std::to_string(page.value()) + " is not inactive");
+  KVTIER_EXPECTS(contains(page), "page " + std::to_string(page.value()) + " is not inactive");
   list_.unlink(page.value());
 }
 

@@ -12,7 +12,7 @@ namespace kvtier::g1 {
 class LruEvictionPolicy final : public EvictionPolicy {
  public:
   explicit LruEvictionPolicy(std::uint32_t capacity);
-  void check_insertable(std::span<const PositionalLineageHash> plhs) const override;
+  std::optional<std::string> insert_refusal(std::span<const PositionalLineageHash> plhs) const override;
   void insert(PageId page, const PositionalLineageHash& plh) override;
   void remove(PageId page) override;
   bool contains(PageId page) const override { return list_.contains(page.value()); }

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "kvtier/core/errors.hpp"
+#include "kvtier/core/expects.hpp"
 
 namespace kvtier::g1 {
 
@@ -17,15 +18,17 @@ std::uint32_t MultiLruEvictionPolicy::level_for(std::uint32_t frequency) noexcep
   return level;
 }
 
-void MultiLruEvictionPolicy::check_insertable(std::span<const PositionalLineageHash>) const {}
+std::optional<std::string> MultiLruEvictionPolicy::insert_refusal(std::span<const PositionalLineageHash>) const {
+  return std::nullopt;  // a page holds one block: nothing can collide
+}
 
 void MultiLruEvictionPolicy::insert(PageId page, const PositionalLineageHash& plh) {
-  if (contains(page)) throw ContractError("page " + std::to_string(page.value()) + " is already inactive");
+  KVTIER_EXPECTS(!contains(page), "page " + std::to_string(page.value()) + " is already inactive");
   levels_[level_for(frequency_.estimate(plh))].push_back(page.value());
 }
 
 void MultiLruEvictionPolicy::remove(PageId page) {
-  if (!contains(page)) throw ContractError("page " + std::to_string(page.value()) + " is not inactive");
+  KVTIER_EXPECTS(contains(page), "page " + std::to_string(page.value()) + " is not inactive");
   levels_[links_.list[page.value()]].unlink(page.value());
 }
 

@@ -16,7 +16,7 @@ class MultiLruEvictionPolicy final : public EvictionPolicy {
   static constexpr std::array<std::uint32_t, 3> kThresholds{3, 8, 15};
 
   explicit MultiLruEvictionPolicy(std::uint32_t capacity);
-  void check_insertable(std::span<const PositionalLineageHash> plhs) const override;
+  std::optional<std::string> insert_refusal(std::span<const PositionalLineageHash> plhs) const override;
   void insert(PageId page, const PositionalLineageHash& plh) override;
   void remove(PageId page) override;
   bool contains(PageId page) const override { return links_.list[page.value()] != PageLinks::kNoList; }

@@ -55,7 +55,7 @@ class KvbmBackend final : public detail::TabledBackend<detail::KvbmOwnerTable> {
   void release_pins(std::uint64_t pins) override;
   SlotGrant reserve_slots(std::size_t count) override;
   void release_slots(std::uint64_t slots) override;
-  std::size_t register_swapped_in(std::uint64_t slots, std::span<const TieredBlock> blocks) override;
+  std::optional<std::size_t> register_swapped_in(std::uint64_t slots, std::span<const TieredBlock> blocks) override;
   void release_quarantined(std::span<const PageId> pages) override;
 
   // What it holds (kvbm_audit.cpp).

@@ -177,9 +177,9 @@ void KvbmBackend::release_slots(std::uint64_t slots) {
   for (const PageId page : swap_in_slots_.take(slots)) return_page(page.value());
 }
 
-std::size_t KvbmBackend::register_swapped_in(std::uint64_t slots, std::span<const TieredBlock> blocks) {
+std::optional<std::size_t> KvbmBackend::register_swapped_in(std::uint64_t slots, std::span<const TieredBlock> blocks) {
   const std::vector<PageId>& reserved = swap_in_slots_.at(slots);
-  if (blocks.size() > reserved.size()) throw ContractError("more swapped-in blocks than reserved slots");
+  KVTIER_EXPECTS(blocks.size() <= reserved.size(), "more swapped-in blocks than reserved slots");
   // Which blocks become new inactive blocks, checked before anything changes.
   std::vector<bool> fresh(blocks.size(), false);
   std::vector<PositionalLineageHash> inserting;
@@ -192,7 +192,7 @@ std::size_t KvbmBackend::register_swapped_in(std::uint64_t slots, std::span<cons
     if (fresh[i]) inserting.push_back(blocks[i].plh);
   }
   std::reverse(inserting.begin(), inserting.end());
-  policy_->check_insertable(inserting);
+  if (policy_->insert_refusal(inserting)) return std::nullopt;
   detail::StoredRuns runs(publisher_, blocks.size());
   std::vector<std::uint32_t> registered;
   for (std::size_t i = 0; i < reserved.size(); ++i) {

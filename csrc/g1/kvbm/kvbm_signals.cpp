@@ -12,7 +12,7 @@
 
 namespace kvtier::g1 {
 void KvbmBackend::validate_use(const UseSignal& signal) const {
-  if (signal.plhs.size() != signal.full_block_count()) throw ContractError("PLHs must align with full blocks");
+  KVTIER_EXPECTS(signal.plhs.size() == signal.full_block_count(), "PLHs must align with full blocks");
   detail::check_use_shape(signal);
   if (!signal.blocks.empty()) {
     const UniqueBlock& last = signal.blocks.back();
@@ -61,7 +61,7 @@ G1Acquire KvbmBackend::use(OwnerId owner, const UseSignal& signal, std::vector<s
     if (c.kind == Kind::Fresh) ++fresh;
   }
   if (decode_slots != nullptr) {
-    if (fresh > decode_slots->size()) throw ContractError("reserved decode allocation must be infallible");
+    KVTIER_EXPECTS(fresh <= decode_slots->size(), "reserved decode allocation must be infallible");
   } else if (fresh > obtainable(matched)) {
     return G1Acquire::capacity_exhausted();  // nothing moved
   }
@@ -188,7 +188,7 @@ void KvbmBackend::process_deref(OwnerId owner, const DerefSignal& signal) {
       ++p.refs;
     }
   }
-  if (!refusal.empty()) throw ContractError(refusal);
+  KVTIER_EXPECTS(refusal.empty(), refusal);
   policy_->check_insertable(going_inactive);
   for (std::size_t i = 0; i < signal.blocks.size(); ++i) {
     const UniqueBlock block = owned.blocks.back();

@@ -87,7 +87,7 @@ class NativeBackend final : public detail::TabledBackend<detail::NativeOwnerTabl
   void release_pins(std::uint64_t pins) override;
   SlotGrant reserve_slots(std::size_t count) override;
   void release_slots(std::uint64_t slots) override;
-  std::size_t register_swapped_in(std::uint64_t slots, std::span<const TieredBlock> blocks) override;
+  std::optional<std::size_t> register_swapped_in(std::uint64_t slots, std::span<const TieredBlock> blocks) override;
 
   // What it holds (native_audit.cpp).
   G1Metrics metrics() const override;

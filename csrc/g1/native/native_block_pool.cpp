@@ -15,12 +15,12 @@ NativeBlockPool::NativeBlockPool(std::uint32_t capacity)
 }
 
 NativeBlockPool::PageEntry& NativeBlockPool::entry(PageId page) {
-  if (page.value() >= capacity_) throw ContractError("page " + std::to_string(page.value()) + " is outside the pool");
+  KVTIER_EXPECTS(page.value() < capacity_, "page " + std::to_string(page.value()) + " is outside the pool");
   return pages_[page.value()];
 }
 
 const NativeBlockPool::PageEntry& NativeBlockPool::entry(PageId page) const {
-  if (page.value() >= capacity_) throw ContractError("page " + std::to_string(page.value()) + " is outside the pool");
+  KVTIER_EXPECTS(page.value() < capacity_, "page " + std::to_string(page.value()) + " is outside the pool");
   return pages_[page.value()];
 }
 
@@ -77,17 +77,13 @@ std::optional<NativeReserveOutcome> NativeBlockPool::reserve_fresh(std::uint32_t
 
 std::optional<NativeReserveOutcome> NativeBlockPool::reserve_exact_prefix(std::span<const SequenceHash> candidates,
                                                                          std::uint32_t total) {
-  if (candidates.size() > total) {
-    throw ContractError("prefix of " + std::to_string(candidates.size()) + " blocks exceeds the reservation of " +
-                        std::to_string(total));
-  }
+  KVTIER_EXPECTS(candidates.size() <= total, "prefix of " + std::to_string(candidates.size()) + " blocks exceeds the reservation of " +
+                 std::to_string(total));
   std::vector<PrefixPin> hits;
   hits.reserve(candidates.size());
   for (SequenceHash hash : candidates) {
     const std::uint32_t page = index_.find(hash.value());
-    if (page == kNoPage) {
-      throw ContractError("authorized prefix hash " + std::to_string(hash.value()) + " is no longer resident");
-    }
+    KVTIER_EXPECTS(page != kNoPage, "authorized prefix hash " + std::to_string(hash.value()) + " is no longer resident");
     hits.push_back({hash, PageId(page)});
   }
   return reserve_hits(hits, total - static_cast<std::uint32_t>(hits.size()));
@@ -107,9 +103,7 @@ std::optional<NativeReserveOutcome> NativeBlockPool::reserve_resident_prefix(std
 
 std::optional<NativeReserveOutcome> NativeBlockPool::reserve_hits(std::span<const PrefixPin> hits, std::uint32_t fresh) {
   for (const PrefixPin& hit : hits) {
-    if (hit.page.value() >= capacity_ || pages_[hit.page.value()].state != PageState::Cached) {
-      throw ContractError("prefix hit on page " + std::to_string(hit.page.value()) + " is not a cached copy");
-    }
+    KVTIER_EXPECTS(hit.page.value() < capacity_ && pages_[hit.page.value()].state == PageState::Cached, "prefix hit on page " + std::to_string(hit.page.value()) + " is not a cached copy");
   }
   const std::uint32_t free = free_capacity();
   const std::uint32_t needed = fresh > free ? fresh - free : 0;
@@ -156,7 +150,7 @@ NativeReserveOutcome NativeBlockPool::commit_reservation(std::span<const PrefixP
     return outcome;
   }
   reserved_ += fresh;
-  if (copies_ + reserved_ > capacity_) throw ContractError("occupancy exceeds capacity");  // unreachable by construction
+  KVTIER_EXPECTS(copies_ + reserved_ <= capacity_, "occupancy exceeds capacity");  // unreachable by construction
   outcome.reservation.prefix.assign(hits.begin(), hits.end());
   outcome.reservation.fresh = fresh;
   return outcome;
@@ -173,7 +167,7 @@ std::vector<PrefixPin> NativeBlockPool::activate_prefix(NativeReservation& reser
 }
 
 PageId NativeBlockPool::allocate_private(NativeReservation& reservation) {
-  if (reservation.fresh == 0) throw ContractError("reservation has no fresh capacity left");
+  KVTIER_EXPECTS(reservation.fresh != 0, "reservation has no fresh capacity left");
   --reservation.fresh;
   --reserved_;
   const std::uint32_t page = take_free_page();
@@ -190,7 +184,7 @@ std::pair<PageId, bool> NativeBlockPool::allocate_cached(NativeReservation& rese
 
 bool NativeBlockPool::cache_private(PageId page, SequenceHash hash) {
   PageEntry& e = entry(page);
-  if (e.state != PageState::Private) throw ContractError("caching a non-private copy");
+  KVTIER_EXPECTS(e.state == PageState::Private, "caching a non-private copy");
   e.state = PageState::Cached;
   e.hash = hash.value();
   e.refs = 1;
@@ -215,9 +209,7 @@ void NativeBlockPool::release(PageId page) {
     --private_copies_;
     return;
   }
-  if (e.state != PageState::Cached || e.refs == 0) {
-    throw ContractError("release of page " + std::to_string(page.value()) + " which holds no reference");
-  }
+  KVTIER_EXPECTS(e.state == PageState::Cached && e.refs != 0, "release of page " + std::to_string(page.value()) + " which holds no reference");
   --e.refs;
   --cached_refs_;
   if (e.refs == 0 && e.pins == 0) lru_push_tail(page.value());
@@ -256,7 +248,7 @@ bool NativeBlockPool::unlink_from_hash_chain(std::uint32_t page) noexcept {
 }
 
 std::optional<SequenceHash> NativeBlockPool::evict_one() {
-  if (lru_head_ == kNoPage) throw ContractError("evict_one on an empty inactive list");
+  KVTIER_EXPECTS(lru_head_ != kNoPage, "evict_one on an empty inactive list");
   const std::uint32_t page = lru_head_;
   lru_unlink(page);
   const SequenceHash hash(pages_[page].hash);

@@ -60,7 +60,7 @@ std::optional<std::uint64_t> NativeBackend::pin_prefix(std::span<const Positiona
   std::vector<SequenceHash> hashes;
   hashes.reserve(keys.size());
   for (const PositionalLineageHash& key : keys) {
-    if (key.high() != 0) throw ContractError("the native backend keys blocks by sequence hash (native_tier_key)");
+    KVTIER_EXPECTS(key.high() == 0, "the native backend keys blocks by sequence hash (native_tier_key)");
     hashes.emplace_back(key.low());
     if (!caching_ || !pool_.is_resident(hashes.back())) return std::nullopt;
   }
@@ -91,8 +91,8 @@ void NativeBackend::release_slots(std::uint64_t slots) {
   for (const PageId page : swap_in_slots_.take(slots)) pool_.release(page);
 }
 
-std::size_t NativeBackend::register_swapped_in(std::uint64_t slots, std::span<const TieredBlock> blocks) {
-  if (blocks.size() > swap_in_slots_.at(slots).size()) throw ContractError("more swapped-in blocks than reserved slots");
+std::optional<std::size_t> NativeBackend::register_swapped_in(std::uint64_t slots, std::span<const TieredBlock> blocks) {
+  KVTIER_EXPECTS(blocks.size() <= swap_in_slots_.at(slots).size(), "more swapped-in blocks than reserved slots");
   const std::vector<PageId> pages = swap_in_slots_.take(slots);
   detail::StoredRuns runs(publisher_, blocks.size());
   std::vector<PageId> registered;

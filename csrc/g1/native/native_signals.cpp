@@ -9,6 +9,7 @@
 #include "g1/common/stored_runs.hpp"
 #include "g1/native/native_backend.hpp"
 #include "kvtier/core/errors.hpp"
+#include "kvtier/core/expects.hpp"
 
 namespace kvtier::g1 {
 
@@ -23,11 +24,11 @@ void NativeBackend::validate_use(OwnerId owner, const UseSignal& signal, std::si
     detail::check_partial_unallocated(last, last.is_partial() && live_partials_.contains(last.uuid()));
   }
   if (reusable == 0) return;
-  if (!caching_) throw ContractError("prefix reuse requires prefix caching");
-  if (tables_.contains(owner)) throw ContractError("only a request's first allocation may reuse a prefix");
-  if (reusable > signal.blocks.size()) throw ContractError("reusable prefix exceeds the newly allocated block range");
+  KVTIER_EXPECTS(caching_, "prefix reuse requires prefix caching");
+  KVTIER_EXPECTS(!tables_.contains(owner), "only a request's first allocation may reuse a prefix");
+  KVTIER_EXPECTS(reusable <= signal.blocks.size(), "reusable prefix exceeds the newly allocated block range");
   for (std::size_t i = 0; i < reusable; ++i) {
-    if (signal.blocks[i].is_partial()) throw ContractError("a reused prefix block must be full");
+    KVTIER_EXPECTS(!signal.blocks[i].is_partial(), "a reused prefix block must be full");
   }
 }
 
@@ -36,8 +37,8 @@ G1Acquire NativeBackend::use(OwnerId owner, const UseSignal& signal, std::size_t
   if (signal.blocks.empty()) return G1Acquire::ready(0);  // an owner never holds an empty table
   const auto fresh = static_cast<std::uint32_t>(signal.blocks.size() - reusable);
   if (decode != nullptr) {
-    if (reusable != 0) throw ContractError("a decode allocation cannot reuse a prefix");
-    if (fresh > decode->fresh) throw ContractError("reserved decode allocation must be infallible");
+    KVTIER_EXPECTS(reusable == 0, "a decode allocation cannot reuse a prefix");
+    KVTIER_EXPECTS(fresh <= decode->fresh, "reserved decode allocation must be infallible");
     commit_use(owner, signal, *decode);
     return G1Acquire::ready(signal.blocks.size());
   }
@@ -141,7 +142,7 @@ void NativeBackend::promote(OwnerId owner, const PromoteSignal& signal) {
 }
 
 void NativeBackend::finalize_computed_prefix(OwnerId owner, std::size_t before, std::size_t after) {
-  if (before > after) throw ContractError("finalize: computed_before exceeds computed_after");
+  KVTIER_EXPECTS(before <= after, "finalize: computed_before exceeds computed_after");
   if (!caching_) return;
   detail::NativeOwnerTable& owned = tables_.find_known(owner)->second;
   const std::size_t first = before / block_size_;

@@ -3,6 +3,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "kvtier/core/lineage_hash.hpp"
@@ -23,9 +24,11 @@ class EvictionPolicy {
  public:
   virtual ~EvictionPolicy() = default;
 
-  /// Throws ContractError if inserting these blocks (in order) would fail:
-  /// a duplicate, or (Lineage) a colliding (position, fragment).
-  virtual void check_insertable(std::span<const PositionalLineageHash> plhs) const = 0;
+  /// Why inserting these blocks (in order) would fail — a duplicate, or
+  /// (Lineage) a colliding (position, fragment) — or nullopt when it would not.
+  virtual std::optional<std::string> insert_refusal(std::span<const PositionalLineageHash> plhs) const = 0;
+  /// ContractError with insert_refusal's reason, if there is one.
+  void check_insertable(std::span<const PositionalLineageHash> plhs) const;
   /// `page`, holding the registered block `plh`, lost its last owner.
   virtual void insert(PageId page, const PositionalLineageHash& plh) = 0;
   /// A match took the page back. Precondition: contains(page).
