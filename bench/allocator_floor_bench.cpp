@@ -44,8 +44,12 @@ void stream_cycle(benchmark::State& state, g1::G1Backend backend, g1::EvictionBa
   std::size_t metadata = 0;
   for (auto _ : state) {
     auto sink = std::make_shared<CountingSink>();
-    g1::G1Manager manager(g1::G1ManagerConfig{.capacity = s.pages, .block_size = s.block_size, .dp_rank = 0,
-                                              .backend = backend, .enable_prefix_caching = true, .eviction = eviction},
+    g1::G1Manager manager(g1::G1ManagerConfig{.capacity = s.pages,
+                                              .block_size = s.block_size,
+                                              .dp_rank = 0,
+                                              .backend = backend,
+                                              .enable_prefix_caching = true,
+                                              .eviction = eviction},
                           {sink});
     const auto t0 = Clock::now();
     const bool ok = measure::replay_through_backend(s, manager);
@@ -70,7 +74,9 @@ void stream_cycle(benchmark::State& state, g1::G1Backend backend, g1::EvictionBa
   state.SetLabel(s.name);
 }
 
-void BM_StreamNative(benchmark::State& state) { stream_cycle(state, g1::G1Backend::Native, g1::EvictionBackend::Lineage); }
+void BM_StreamNative(benchmark::State& state) {
+  stream_cycle(state, g1::G1Backend::Native, g1::EvictionBackend::Lineage);
+}
 void BM_StreamKvbmLru(benchmark::State& state) { stream_cycle(state, g1::G1Backend::Kvbm, g1::EvictionBackend::Lru); }
 void BM_StreamKvbmMultiLru(benchmark::State& state) {
   stream_cycle(state, g1::G1Backend::Kvbm, g1::EvictionBackend::MultiLru);

@@ -17,8 +17,8 @@ std::vector<kvtier::TokenId> make_tokens(std::size_t count) {
 }
 
 void report_tokens(benchmark::State& state, std::size_t tokens_per_iteration) {
-  state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(state.iterations() * tokens_per_iteration),
-                                                  benchmark::Counter::kIsRate);
+  state.counters["tokens/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * tokens_per_iteration), benchmark::Counter::kIsRate);
 }
 
 // Local hash of one block.
@@ -50,7 +50,8 @@ void BM_ActiveSequenceFromPrompt(benchmark::State& state) {
                                                                          .max_output_tokens = 0,
                                                                          .enable_prefix_caching = true,
                                                                          .emit_token_ids = false,
-                                                                         .planned_output = {}, .seed = std::nullopt});
+                                                                         .planned_output = {},
+                                                                         .seed = std::nullopt});
     benchmark::DoNotOptimize(sequence.blocks().data());
   }
   report_tokens(state, tokens.size());

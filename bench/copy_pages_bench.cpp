@@ -25,7 +25,7 @@ namespace {
 using kvtier::CopyDescriptor;
 
 constexpr std::size_t kTotalBytes = std::size_t{256} << 20;  // per copy, each way
-constexpr int kRuns = 8;                                      // copies between the two events
+constexpr int kRuns = 8;                                     // copies between the two events
 
 /// Device memory, chunk lists and timing events for one chunk size, built once.
 struct Fixture {
@@ -124,7 +124,8 @@ void timed(benchmark::State& state, std::size_t chunk_bytes, bool scattered, Enq
 
 void BM_PlainDeviceToDeviceCopy(benchmark::State& state) {
   timed(state, static_cast<std::size_t>(state.range(0)), false, [](Fixture& f) {
-    KVTIER_CUDA_CHECK(cudaMemcpyAsync(f.target.data(), f.source.data(), kTotalBytes, cudaMemcpyDeviceToDevice, f.native()));
+    KVTIER_CUDA_CHECK(
+        cudaMemcpyAsync(f.target.data(), f.source.data(), kTotalBytes, cudaMemcpyDeviceToDevice, f.native()));
   });
 }
 
@@ -146,6 +147,11 @@ BENCHMARK(BM_CopyPagesKernel)
     ->ArgsProduct({{16 << 10, 64 << 10, 2 << 20}, {0, 32, 8}})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_RuntimeBatchedCopy)->Arg(16 << 10)->Arg(64 << 10)->Arg(2 << 20)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_RuntimeBatchedCopy)
+    ->Arg(16 << 10)
+    ->Arg(64 << 10)
+    ->Arg(2 << 20)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace

@@ -74,8 +74,7 @@ void request_cycle(benchmark::State& state, g1::G1Backend backend, g1::EvictionB
       benchmark::Counter(static_cast<double>(state.iterations() * kBlocks), benchmark::Counter::kIsRate);
   state.counters["metadata_B_per_page"] = static_cast<double>(manager.metadata_bytes()) / kPages;
   state.counters["inactive"] = static_cast<double>(manager.num_inactive_blocks());
-  state.counters["events_per_request"] =
-      static_cast<double>(sink->events) / static_cast<double>(next == 0 ? 1 : next);
+  state.counters["events_per_request"] = static_cast<double>(sink->events) / static_cast<double>(next == 0 ? 1 : next);
 }
 void BM_NativeRequestCycle(benchmark::State& state) {
   request_cycle(state, g1::G1Backend::Native, g1::EvictionBackend::Lineage);

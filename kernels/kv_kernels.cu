@@ -10,7 +10,6 @@ namespace {
 
 constexpr unsigned kThreads = 128;
 
-
 __global__ void write_kv_kernel(std::byte* slab, KvLayout layout, std::uint32_t layer, const float* key,
                                 const float* value, const std::int64_t* slot_mapping) {
   const std::int64_t slot = slot_mapping[blockIdx.x];
@@ -96,7 +95,8 @@ __global__ void paged_attention_decode_kernel(const std::byte* slab, KvLayout la
   for (std::uint32_t d = threadIdx.x; d < g.head_dim; d += blockDim.x) {
     float acc = 0.0f;
     for (std::uint32_t t = 0; t < length; ++t) {
-      if (scores[t] != 0.0f) acc += scores[t] * load_paged(slab, layout, table, t, args.layer, KvPart::Value, kv_head, d);
+      if (scores[t] != 0.0f)
+        acc += scores[t] * load_paged(slab, layout, table, t, args.layer, KvPart::Value, kv_head, d);
     }
     out[d] = acc / total;
   }
@@ -144,11 +144,12 @@ cudaError_t launch_write_kv(std::byte* slab, const KvLayout& layout, std::uint32
       layer >= layout.geometry().layers) {
     return cudaErrorInvalidValue;
   }
-  return launch(write_kv_kernel, dim3(tokens), dim3(kThreads), 0, stream, slab, layout, layer, key, value, slot_mapping);
+  return launch(write_kv_kernel, dim3(tokens), dim3(kThreads), 0, stream, slab, layout, layer, key, value,
+                slot_mapping);
 }
 
-cudaError_t launch_paged_attention_decode(const std::byte* slab, const KvLayout& layout,
-                                          const PagedAttentionArgs& args, cudaStream_t stream) {
+cudaError_t launch_paged_attention_decode(const std::byte* slab, const KvLayout& layout, const PagedAttentionArgs& args,
+                                          cudaStream_t stream) {
   if (args.seqs == 0) return cudaSuccess;
   const KvGeometry& g = layout.geometry();
   if (slab == nullptr || args.query == nullptr || args.block_tables == nullptr || args.seq_lens == nullptr ||
@@ -169,9 +170,8 @@ cudaError_t launch_paged_attention_decode(const std::byte* slab, const KvLayout&
     return status;
   }
   if (shared + sizeof(float) * (kThreads / 32) > static_cast<std::size_t>(optin)) return cudaErrorInvalidValue;
-  if (const cudaError_t status = cudaFuncSetAttribute(paged_attention_decode_kernel,
-                                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                      static_cast<int>(shared));
+  if (const cudaError_t status = cudaFuncSetAttribute(
+          paged_attention_decode_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
       status != cudaSuccess) {
     (void)cudaGetLastError();
     return status;

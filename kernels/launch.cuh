@@ -12,7 +12,7 @@ namespace kvtier::kernels {
 /// caller handles it.
 template <class... Params, class... Args>
 inline cudaError_t launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared, cudaStream_t stream,
-                   Args&&... args) {
+                          Args&&... args) {
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;

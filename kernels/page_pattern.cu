@@ -54,8 +54,8 @@ cudaError_t launch_fill_page_pattern(std::byte* slab, const KvLayout& layout, co
 }
 
 cudaError_t launch_check_page_pattern(const std::byte* slab, const KvLayout& layout, const std::uint32_t* pages,
-                                      const std::uint64_t* identities, std::uint32_t count,
-                                      std::uint32_t* mismatched, cudaStream_t stream) {
+                                      const std::uint64_t* identities, std::uint32_t count, std::uint32_t* mismatched,
+                                      cudaStream_t stream) {
   if (count == 0) return cudaSuccess;
   if (slab == nullptr || pages == nullptr || identities == nullptr || mismatched == nullptr) {
     return cudaErrorInvalidValue;

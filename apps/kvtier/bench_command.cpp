@@ -121,7 +121,8 @@ int run_swap(const SwapOptions& o) {
       if (path == measure::SwapPath::Engine && !swap_out) continue;  // the engine path is swap-out only
       for (const std::size_t page : o.page_bytes) {
         // Large pages: fewer of them, so a batch stays within 256 MiB.
-        const std::size_t batch = std::max<std::size_t>(1, std::min(o.batch, kMaxSwapBatchBytes / std::max<std::size_t>(page, 1)));
+        const std::size_t batch =
+            std::max<std::size_t>(1, std::min(o.batch, kMaxSwapBatchBytes / std::max<std::size_t>(page, 1)));
         const auto p = measure::measure_swap(*runtime, page, batch, path, swap_out, o.iterations);
         rows.push_back({{"runtime", memory::runtime_kind_name(runtime->kind())},
                         {"direction", swap_out ? "out" : "in"},
@@ -154,7 +155,8 @@ void on_run(CLI::App* cmd, std::shared_ptr<Options> o, Run run, int& exit_code, 
 }  // namespace
 
 void add_bench_command(CLI::App& app, int& exit_code) {
-  CLI::App* bench = app.add_subcommand("bench", "Measure the allocator cycle or swap bandwidth against same-run baselines");
+  CLI::App* bench =
+      app.add_subcommand("bench", "Measure the allocator cycle or swap bandwidth against same-run baselines");
   bench->require_subcommand(1);
 
   auto a = std::make_shared<AllocOptions>();
@@ -171,8 +173,11 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   CLI::App* swap = bench->add_subcommand(
       "swap", "Swap bandwidth between scattered G1 pages and pinned G2 pages, next to the link's ceiling (same run)");
   swap->add_option("--device", s->device, "auto | host | cuda")->capture_default_str();
-  swap->add_option("--page-bytes", s->page_bytes, "page sizes (multiples of 256)")->delimiter(',')->capture_default_str();
-  swap->add_option("--batch", s->batch, "pages per copy (fewer for large pages: at most 256 MiB)")->capture_default_str();
+  swap->add_option("--page-bytes", s->page_bytes, "page sizes (multiples of 256)")
+      ->delimiter(',')
+      ->capture_default_str();
+  swap->add_option("--batch", s->batch, "pages per copy (fewer for large pages: at most 256 MiB)")
+      ->capture_default_str();
   swap->add_option("--paths", s->paths, "per_page | batched | staged | engine")->delimiter(',')->capture_default_str();
   swap->add_option("--direction", s->direction, "out | in | both")->capture_default_str();
   swap->add_option("--iterations", s->iterations, "alternations of the path and the ceiling")->capture_default_str();

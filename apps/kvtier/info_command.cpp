@@ -97,8 +97,8 @@ void print_text(const nlohmann::json& info) {
   if (info.contains("host_tier")) {
     const auto& host = info["host_tier"];
     std::cout << "G2 tier:  " << host["blocks"] << " pinned pages = " << gib(host["bytes"].get<std::size_t>())
-              << " GiB in " << host["pieces"] << " allocation(s), allocated in " << host["allocation_seconds"].get<double>()
-              << " s\n";
+              << " GiB in " << host["pieces"] << " allocation(s), allocated in "
+              << host["allocation_seconds"].get<double>() << " s\n";
   }
 }
 

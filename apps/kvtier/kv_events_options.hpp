@@ -19,7 +19,7 @@ struct KvEventsOptions {
   std::size_t buffer_steps = 10000;
   int hwm = 100000;
   std::size_t max_queue = 100000;
-  double linger_s = 0.0;  // after the run, keep serving replay requests this long
+  double linger_s = 0.0;                  // after the run, keep serving replay requests this long
   std::string replay_format = "current";  // current | pre-45177 (vLLM PR #45177)
   std::string mode = "auto";              // auto | bind | connect: what the PUB socket does with --kv-events
   std::string encoding = "map";           // map | array: vLLM's current tagged maps or its older tagged arrays

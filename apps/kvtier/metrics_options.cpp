@@ -15,9 +15,13 @@
 namespace kvtier::cli {
 
 void add_metrics_options(CLI::App& command, MetricsOptions& o) {
-  command.add_option("--metrics-port", o.port, "serve Prometheus metrics at http://HOST:PORT/metrics during the run (0: a free port)")
+  command
+      .add_option("--metrics-port", o.port,
+                  "serve Prometheus metrics at http://HOST:PORT/metrics during the run (0: a free port)")
       ->check(CLI::Range(0, 65535));
-  command.add_option("--metrics-host", o.host, "the address --metrics-port listens on")->check(non_empty())->capture_default_str();
+  command.add_option("--metrics-host", o.host, "the address --metrics-port listens on")
+      ->check(non_empty())
+      ->capture_default_str();
   command.add_option("--metrics-file", o.file, "write the Prometheus exposition here at the end")->check(non_empty());
   command.add_option("--metrics-linger", o.linger_s, "seconds /metrics stays up after the run")
       ->check(non_negative_seconds())
@@ -45,7 +49,8 @@ class PrometheusOutput final : public MetricsOutput {
       out << metrics_.text();
       if (!out.flush()) throw ConfigError("cannot write " + options_.file);
     }
-    if (endpoint_ && options_.linger_s > 0.0) std::this_thread::sleep_for(std::chrono::duration<double>(options_.linger_s));
+    if (endpoint_ && options_.linger_s > 0.0)
+      std::this_thread::sleep_for(std::chrono::duration<double>(options_.linger_s));
   }
 
  private:
@@ -63,7 +68,8 @@ std::unique_ptr<MetricsOutput> open_metrics(const MetricsOptions& o) {
 #else
 std::unique_ptr<MetricsOutput> open_metrics(const MetricsOptions& o) {
   if (!o.port && o.file.empty()) return nullptr;
-  throw ConfigError("this kvtier was built without prometheus-cpp: no --metrics-port/--metrics-file (scripts/install-deps.sh)");
+  throw ConfigError(
+      "this kvtier was built without prometheus-cpp: no --metrics-port/--metrics-file (scripts/install-deps.sh)");
 }
 #endif
 

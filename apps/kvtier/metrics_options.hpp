@@ -14,8 +14,8 @@ namespace kvtier::cli {
 struct MetricsOptions {
   std::optional<int> port;  // serve /metrics while the replay runs (0: any free port)
   std::string host = "127.0.0.1";
-  std::string file;         // the exposition at the end
-  double linger_s = 0.0;    // keep serving this long after the run
+  std::string file;       // the exposition at the end
+  double linger_s = 0.0;  // keep serving this long after the run
 };
 
 void add_metrics_options(CLI::App& command, MetricsOptions& options);

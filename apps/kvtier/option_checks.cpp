@@ -30,7 +30,8 @@ void refuse_signed_unsigned_options(CLI::App& app) {
   for (CLI::Option* option : app.get_options()) {
     if (option->get_type_name().rfind("UINT", 0) == 0) option->check(unsigned_integer());
   }
-  for (CLI::App* command : app.get_subcommands([](CLI::App*) { return true; })) refuse_signed_unsigned_options(*command);
+  for (CLI::App* command : app.get_subcommands([](CLI::App*) { return true; }))
+    refuse_signed_unsigned_options(*command);
 }
 
 CLI::Validator unit_fraction() {

@@ -10,13 +10,13 @@
 #include <optional>
 #include <string>
 
+#include "kv_events_options.hpp"
 #include "kvtier/core/errors.hpp"
+#include "kvtier/g1/eviction_policy.hpp"
 #include "kvtier/memory/runtime_factory.hpp"
 #include "kvtier/replay/default_workload.hpp"
-#include "kvtier/g1/eviction_policy.hpp"
 #include "kvtier/replay/replayer.hpp"
 #include "kvtier/session/session_config.hpp"
-#include "kv_events_options.hpp"
 #include "metrics_options.hpp"
 #include "option_checks.hpp"
 #include "result_table.hpp"
@@ -120,7 +120,8 @@ nlohmann::ordered_json report_json(const replay::ReplayReport& r, const replay::
   out["kv_bytes_written"] = r.kv_bytes_written;
   out["pages_verified"] = r.pages_verified;
   out["mismatches"] = r.mismatches;
-  out["first_bad_page"] = r.first_bad_page ? nlohmann::ordered_json(*r.first_bad_page) : nlohmann::ordered_json(nullptr);
+  out["first_bad_page"] =
+      r.first_bad_page ? nlohmann::ordered_json(*r.first_bad_page) : nlohmann::ordered_json(nullptr);
   out["virtual_ms"] = r.virtual_ms;
   out["wall_seconds"] = r.wall_seconds;
   return out;
@@ -129,8 +130,8 @@ nlohmann::ordered_json report_json(const replay::ReplayReport& r, const replay::
 void print_report(const nlohmann::ordered_json& j) {
   const double wall = j["wall_seconds"].get<double>();
   const auto per_second = [&](double n) { return wall > 0 ? n / wall : 0.0; };
-  std::cout << "kvtier replay: " << j["workload"].get<std::string>() << " on " << j["runtime"].get<std::string>() << ", "
-            << j["backend"].get<std::string>() << " backend, " << j["capacity"] << " G1 pages"
+  std::cout << "kvtier replay: " << j["workload"].get<std::string>() << " on " << j["runtime"].get<std::string>()
+            << ", " << j["backend"].get<std::string>() << " backend, " << j["capacity"] << " G1 pages"
             << (j["host_blocks"].get<std::uint32_t>() > 0 ? ", " + j["host_blocks"].dump() + " G2 pages" : "") << "\n"
             << "requests:      " << j["requests"] << " (" << j["prompt_tokens"] << " prompt tokens, "
             << j["generated_tokens"] << " generated) in " << j["steps"] << " steps, "
@@ -145,10 +146,12 @@ void print_report(const nlohmann::ordered_json& j) {
             << j["swap_in_GBps"].get<double>() << " GB/s in (floors: copy ends are seen at polls)\n"
             << "K/V writes:    " << j["kv_tokens_written"] << " tokens through write_kv (" << j["kv_bytes_written"]
             << " bytes)\n"
-            << "allocator:     " << j["allocator_ops"] << " operations, " << per_second(j["allocator_ops"].get<double>())
+            << "allocator:     " << j["allocator_ops"] << " operations, "
+            << per_second(j["allocator_ops"].get<double>())
             << " per second of wall time (page writes and checks included)\n"
-            << "integrity:     " << j["pages_verified"] << " reused pages verified, " << j["mismatches"] << " mismatches"
-            << (j["first_bad_page"].is_null() ? "" : ", first bad page " + j["first_bad_page"].dump()) << "\n"
+            << "integrity:     " << j["pages_verified"] << " reused pages verified, " << j["mismatches"]
+            << " mismatches" << (j["first_bad_page"].is_null() ? "" : ", first bad page " + j["first_bad_page"].dump())
+            << "\n"
             << "wall time:     " << wall << " s\n";
 }
 
@@ -208,8 +211,10 @@ int run(const ReplayOptions& o) {
   if (o.capacity_fraction > 0.0) {
     if (o.capacity_fraction > 1.0) throw ConfigError("capacity-fraction must be in (0, 1]");
     const std::size_t page = KvLayout(config.session.geometry, config.session.layout, 1).page_bytes();
-    const auto pages = static_cast<std::size_t>(o.capacity_fraction * static_cast<double>(runtime->device_info().free_bytes)) / page;
-    if (pages == 0 || pages > 0xFFFFFFF0U) throw ConfigError("capacity-fraction gives " + std::to_string(pages) + " pages");
+    const auto pages =
+        static_cast<std::size_t>(o.capacity_fraction * static_cast<double>(runtime->device_info().free_bytes)) / page;
+    if (pages == 0 || pages > 0xFFFFFFF0U)
+      throw ConfigError("capacity-fraction gives " + std::to_string(pages) + " pages");
     config.session.manager.capacity = static_cast<std::uint32_t>(pages);
   }
   const std::size_t limit = o.max_requests == 0 ? std::numeric_limits<std::size_t>::max() : o.max_requests;
@@ -217,18 +222,20 @@ int run(const ReplayOptions& o) {
       o.trace.empty() ? replay::default_workload(o.seed) : replay::read_trace_file(o.trace, limit);
   if (requests.size() > limit) requests.resize(limit);
   if (requests.empty()) throw ConfigError("the trace " + o.trace + " holds no requests");
-  const std::string workload = o.trace.empty() ? "built-in conversations (seed " + std::to_string(o.seed) + ")" : o.trace;
+  const std::string workload =
+      o.trace.empty() ? "built-in conversations (seed " + std::to_string(o.seed) + ")" : o.trace;
   const std::string runtime_name = memory::runtime_kind_name(runtime->kind());
   if (!o.sweep_capacity.empty()) {
     if (!o.kv_events.endpoint.empty()) throw ConfigError("--kv-events publishes one replay, not a --sweep-capacity");
-    if (o.metrics.port || !o.metrics.file.empty()) throw ConfigError("--metrics-* report one replay, not a --sweep-capacity");
+    if (o.metrics.port || !o.metrics.file.empty())
+      throw ConfigError("--metrics-* report one replay, not a --sweep-capacity");
     return run_sweep(o, config, *runtime, requests, workload);
   }
   const auto kv_events = open_kv_events(o.kv_events, config.session.manager.block_size, config.session.manager.dp_rank);
   if (kv_events) {
     config.session.event_sinks.push_back(kv_events->sink());
     config.step_end = [out = kv_events.get()] { out->flush(); };  // one batch per scheduler step
-    config.emit_token_ids = true;  // vLLM's BlockStored carries them
+    config.emit_token_ids = true;                                 // vLLM's BlockStored carries them
   }
   const auto metrics = open_metrics(o.metrics);
   if (metrics) {
@@ -266,9 +273,10 @@ void add_replay_command(CLI::App& app, int& exit_code) {
   auto* eviction = cmd->add_option("--eviction", o->eviction, "kvbm: lineage | lru | multi_lru")->capture_default_str();
   cmd->add_option("--device", o->device, "auto | host | cuda")->capture_default_str();
   auto* capacity = cmd->add_option("--capacity", o->capacity, "G1 pages")->capture_default_str();
-  auto* fraction = cmd->add_option("--capacity-fraction", o->capacity_fraction, "G1 as this fraction of free device memory")
-      ->check(unit_fraction())
-      ->excludes(capacity);
+  auto* fraction =
+      cmd->add_option("--capacity-fraction", o->capacity_fraction, "G1 as this fraction of free device memory")
+          ->check(unit_fraction())
+          ->excludes(capacity);
   cmd->add_option("--host-blocks", o->host_blocks, "G2 pages of pinned host memory (0: no offload tier)")
       ->capture_default_str();
   cmd->add_option("--block-size", o->block_size, "tokens per block (divides 512)")->capture_default_str();
@@ -284,7 +292,8 @@ void add_replay_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--verify", o->verify, "sample | full | off: which reused pages are checked")->capture_default_str();
   cmd->add_option("--json", o->json, "write the report as JSON to this file (a sweep: {\"sweep\": [reports]})")
       ->check(non_empty());
-  cmd->add_option("--csv", o->csv, "write the report as one CSV row (a sweep: one row per capacity)")->check(non_empty());
+  cmd->add_option("--csv", o->csv, "write the report as one CSV row (a sweep: one row per capacity)")
+      ->check(non_empty());
   cmd->add_option("--sweep-capacity", o->sweep_capacity, "replay once per G1 capacity (pages, comma-separated)")
       ->delimiter(',')
       ->excludes(capacity)

@@ -49,7 +49,8 @@ void print_table(std::ostream& out, const nlohmann::ordered_json& rows) {
     for (const auto& row : rows) width = std::max(width, cell(row.at(key)).size());
     widths.push_back(width);
   }
-  for (std::size_t c = 0; c < keys.size(); ++c) out << (c ? "  " : "") << std::setw(static_cast<int>(widths[c])) << keys[c];
+  for (std::size_t c = 0; c < keys.size(); ++c)
+    out << (c ? "  " : "") << std::setw(static_cast<int>(widths[c])) << keys[c];
   out << '\n';
   for (const auto& row : rows) {
     for (std::size_t c = 0; c < keys.size(); ++c) {

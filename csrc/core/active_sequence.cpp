@@ -25,14 +25,16 @@ ActiveSequence::ActiveSequence(std::vector<TokenId> prompt, ActiveSequenceConfig
   if (!config_.enable_prefix_caching) config_.emit_token_ids = false;
   // Every token count below is at most this sum: it must not wrap.
   const auto total = checked_add(tokens_.size(), config_.max_output_tokens);
-  KVTIER_EXPECTS(total && *total <= kMaxSequenceTokens, "a sequence of " + std::to_string(tokens_.size()) + " prompt and " +
-                 std::to_string(config_.max_output_tokens) + " output tokens is longer than the " +
-                 std::to_string(kMaxSequenceTokens) + " tokens a sequence may have");
+  KVTIER_EXPECTS(total && *total <= kMaxSequenceTokens,
+                 "a sequence of " + std::to_string(tokens_.size()) + " prompt and " +
+                     std::to_string(config_.max_output_tokens) + " output tokens is longer than the " +
+                     std::to_string(kMaxSequenceTokens) + " tokens a sequence may have");
   num_input_tokens_ = tokens_.size();
   const std::size_t full_blocks = tokens_.size() / config_.block_size;
   // Room for the prompt and some output up front; a long output grows the vector as it comes.
   constexpr std::size_t kReservedOutputTokens = 4096;
-  blocks_.reserve(ceil_div(tokens_.size() + std::min(config_.max_output_tokens, kReservedOutputTokens), config_.block_size));
+  blocks_.reserve(
+      ceil_div(tokens_.size() + std::min(config_.max_output_tokens, kReservedOutputTokens), config_.block_size));
   for (std::size_t i = 0; i < full_blocks; ++i) append_full_block(i);
   if (tokens_.size() % config_.block_size != 0) blocks_.push_back(UniqueBlock::partial(Uuid::random()));
 }
@@ -163,8 +165,7 @@ std::optional<DerefSignal> ActiveSequence::free_signal() const {
   const std::size_t count = blocks_covering(allocated_tokens_);
   if (count == 0) return std::nullopt;
   DerefSignal deref;
-  deref.blocks.assign(std::make_reverse_iterator(blocks_.begin() + static_cast<std::ptrdiff_t>(count)),
-                      blocks_.rend());
+  deref.blocks.assign(std::make_reverse_iterator(blocks_.begin() + static_cast<std::ptrdiff_t>(count)), blocks_.rend());
   return deref;
 }
 

@@ -35,8 +35,8 @@ SequenceHash compute_sequence_hash(std::optional<SequenceHash> parent, LocalBloc
   return SequenceHash(XXH3_64bits_withSeed(bytes.data(), bytes.size(), kKvBlockHashSeed));
 }
 
-std::size_t hash_full_blocks(std::span<const TokenId> tokens, std::size_t block_size, std::optional<SequenceHash> parent,
-                             std::span<BlockHashes> out) {
+std::size_t hash_full_blocks(std::span<const TokenId> tokens, std::size_t block_size,
+                             std::optional<SequenceHash> parent, std::span<BlockHashes> out) {
   const std::size_t blocks = block_size == 0 ? 0 : std::min(tokens.size() / block_size, out.size());
   for (std::size_t i = 0; i < blocks; ++i) {
     const LocalBlockHash local = compute_local_block_hash(tokens.subspan(i * block_size, block_size));

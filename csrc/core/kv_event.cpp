@@ -2,8 +2,6 @@
 
 namespace kvtier {
 
-const char* tier_name(StorageTier tier) noexcept {
-  return tier == StorageTier::Device ? "device" : "host_pinned";
-}
+const char* tier_name(StorageTier tier) noexcept { return tier == StorageTier::Device ? "device" : "host_pinned"; }
 
 }  // namespace kvtier

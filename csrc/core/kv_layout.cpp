@@ -9,10 +9,14 @@ namespace kvtier {
 
 const char* dtype_name(KvDtype dtype) noexcept {
   switch (dtype) {
-    case KvDtype::Bf16: return "bf16";
-    case KvDtype::Fp16: return "fp16";
-    case KvDtype::Fp32: return "fp32";
-    case KvDtype::Fp8: return "fp8";
+    case KvDtype::Bf16:
+      return "bf16";
+    case KvDtype::Fp16:
+      return "fp16";
+    case KvDtype::Fp32:
+      return "fp32";
+    case KvDtype::Fp8:
+      return "fp8";
   }
   return "?";
 }
@@ -43,9 +47,9 @@ KvLayout::KvLayout(KvGeometry geometry, PageLayout layout, std::uint32_t capacit
   // Every product below fits: each factor is < 2^32 and we check the running total.
   constexpr auto limit = std::numeric_limits<std::size_t>::max();
   std::size_t total = dtype_bytes(geometry.dtype);
-  for (std::size_t factor : {std::size_t{geometry.kv_heads}, std::size_t{geometry.head_dim},
-                             std::size_t{geometry.tokens_per_block}, std::size_t{2}, std::size_t{geometry.layers},
-                             std::size_t{capacity == 0 ? 1 : capacity}}) {
+  for (std::size_t factor :
+       {std::size_t{geometry.kv_heads}, std::size_t{geometry.head_dim}, std::size_t{geometry.tokens_per_block},
+        std::size_t{2}, std::size_t{geometry.layers}, std::size_t{capacity == 0 ? 1 : capacity}}) {
     if (total > limit / factor) throw ConfigError("KV layout is too large to address: " + describe());
     total *= factor;
   }

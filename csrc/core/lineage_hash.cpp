@@ -31,14 +31,13 @@ constexpr std::uint64_t low_bits(std::uint64_t value, unsigned bits) {
 
 PositionalLineageHash::PositionalLineageHash(SequenceHash current, std::optional<SequenceHash> parent,
                                              std::uint64_t position) {
-  KVTIER_EXPECTS(position <= kMaxPosition, "Position " + std::to_string(position) +
-                 " exceeds maximum supported value (2^24 - 1 = 16,777,215)");
+  KVTIER_EXPECTS(position <= kMaxPosition,
+                 "Position " + std::to_string(position) + " exceeds maximum supported value (2^24 - 1 = 16,777,215)");
   const unsigned mode = mode_for(position);
   const ModeWidths widths = kModes[mode];
   // The child (position + 1) stores our fragment in its parent field, which may
   // be narrower when the child crosses into the next mode.
-  const unsigned current_bits =
-      position == kMaxPosition ? widths.fragment : kModes[mode_for(position + 1)].fragment;
+  const unsigned current_bits = position == kMaxPosition ? widths.fragment : kModes[mode_for(position + 1)].fragment;
   const u128 value = (u128{mode} << 126) | (u128{position} << (2 * widths.fragment)) |
                      (u128{low_bits(parent ? parent->value() : 0, widths.fragment)} << widths.fragment) |
                      u128{low_bits(current.value(), current_bits)};

@@ -14,8 +14,9 @@ StoredTokenIds::StoredTokenIds(const BlockTokenIds& blocks) {
 
 void StoredTokenIds::append(std::span<const TokenId> block) {
   if (tokens_.empty() && block_size_ == 0) block_size_ = block.size();
-  KVTIER_EXPECTS(block.size() == block_size_ && !block.empty(), "token id lists of one event must all hold " + std::to_string(block_size_) + " ids, not " +
-                 std::to_string(block.size()));
+  KVTIER_EXPECTS(block.size() == block_size_ && !block.empty(), "token id lists of one event must all hold " +
+                                                                    std::to_string(block_size_) + " ids, not " +
+                                                                    std::to_string(block.size()));
   tokens_.insert(tokens_.end(), block.begin(), block.end());
 }
 

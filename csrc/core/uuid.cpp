@@ -12,8 +12,8 @@ Uuid Uuid::random() {
   }()};
   std::uint64_t high = engine();
   std::uint64_t low = engine();
-  high = (high & ~0xF000ULL) | 0x4000ULL;                  // version 4
-  low = (low & ~(0x3ULL << 62)) | (0x2ULL << 62);          // RFC 4122 variant
+  high = (high & ~0xF000ULL) | 0x4000ULL;          // version 4
+  low = (low & ~(0x3ULL << 62)) | (0x2ULL << 62);  // RFC 4122 variant
   return Uuid(high, low);
 }
 

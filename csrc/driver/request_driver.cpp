@@ -40,8 +40,9 @@ void RequestDriver::finalize(g1::OwnerId owner, ActiveSequence& sequence, std::s
 }
 
 void RequestDriver::require_decodable(g1::OwnerId owner, const ActiveSequence& sequence) const {
-  KVTIER_EXPECTS(sequence.num_allocated_tokens() == sequence.len(), "allocated up to " + std::to_string(sequence.num_allocated_tokens()) +
-                 " of its " + std::to_string(sequence.len()) + " tokens: allocate it before generating");
+  KVTIER_EXPECTS(sequence.num_allocated_tokens() == sequence.len(),
+                 "allocated up to " + std::to_string(sequence.num_allocated_tokens()) + " of its " +
+                     std::to_string(sequence.len()) + " tokens: allocate it before generating");
   const auto owned = manager_->has_owner(owner) ? manager_->owned_blocks(owner) : std::span<const UniqueBlock>{};
   const auto blocks = sequence.blocks();
   if (owned.size() < blocks.size() ||
@@ -62,8 +63,8 @@ DecodeStep RequestDriver::decode(g1::OwnerId owner, ActiveSequence& sequence, st
       // last block, a Use of a fresh partial, a Deref of the table's tail), so
       // a refusal here is kvtier's bug — and no copy of the sequence is kept
       // per token to undo it.
-      throw InvariantError("decode: signal " + std::to_string(step.applied) + " of a decodable sequence was refused: " +
-                           error.what());
+      throw InvariantError("decode: signal " + std::to_string(step.applied) +
+                           " of a decodable sequence was refused: " + error.what());
     }
     if (!step.acquire.is_ready()) return step;
   }
@@ -116,7 +117,7 @@ SwapInOutcome RequestDriver::swap_in_prefix(const ActiveSequence& sequence, std:
 }
 
 Admission RequestDriver::admit(g1::OwnerId owner, ActiveSequence& sequence, std::size_t prompt_tokens,
-                                std::size_t chunk_tokens) {
+                               std::size_t chunk_tokens) {
   Admission admission;
   const SwapInOutcome swap_in = swap_in_prefix(sequence, prompt_tokens);
   admission.swapped_in = swap_in.registered;

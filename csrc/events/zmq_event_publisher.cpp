@@ -28,8 +28,7 @@ void check_tcp_port(const std::string& endpoint, const char* what) {
   const std::size_t colon = endpoint.rfind(':');
   const std::string port = colon == std::string::npos || colon < 6 ? "" : endpoint.substr(colon + 1);
   if (port == "*") return;
-  const bool digits = !port.empty() && port.size() <= 5 &&
-                      port.find_first_not_of("0123456789") == std::string::npos;
+  const bool digits = !port.empty() && port.size() <= 5 && port.find_first_not_of("0123456789") == std::string::npos;
   if (!digits || std::stoul(port) > 65535) {
     throw ConfigError(std::string("the ") + what + " endpoint '" + endpoint +
                       "' needs a port in 0-65535 or * (tcp://HOST:PORT)");
@@ -61,8 +60,8 @@ std::string connect_socket(void* socket, const std::string& endpoint, const char
     freeaddrinfo(found);
   }
   if (zmq_connect(socket, endpoint.c_str()) != 0) {
-    throw ConfigError(std::string("cannot connect the ") + what + " socket to '" + endpoint + "': " +
-                      zmq_strerror(zmq_errno()));
+    throw ConfigError(std::string("cannot connect the ") + what + " socket to '" + endpoint +
+                      "': " + zmq_strerror(zmq_errno()));
   }
   return endpoint;
 }
@@ -71,7 +70,8 @@ std::string connect_socket(void* socket, const std::string& endpoint, const char
 std::string bind_socket(void* socket, const std::string& endpoint, const char* what) {
   check_tcp_port(endpoint, what);
   if (zmq_bind(socket, endpoint.c_str()) != 0) {
-    throw ConfigError(std::string("cannot bind the ") + what + " socket to '" + endpoint + "': " + zmq_strerror(zmq_errno()));
+    throw ConfigError(std::string("cannot bind the ") + what + " socket to '" + endpoint +
+                      "': " + zmq_strerror(zmq_errno()));
   }
   std::array<char, 256> bound{};
   std::size_t size = bound.size();
@@ -107,9 +107,12 @@ ReplayFormat parse_replay_format(const std::string& name) {
 
 const char* endpoint_mode_name(EndpointMode mode) noexcept {
   switch (mode) {
-    case EndpointMode::Auto: return "auto";
-    case EndpointMode::Bind: return "bind";
-    case EndpointMode::Connect: return "connect";
+    case EndpointMode::Auto:
+      return "auto";
+    case EndpointMode::Bind:
+      return "bind";
+    case EndpointMode::Connect:
+      return "connect";
   }
   return "?";
 }
@@ -137,7 +140,8 @@ EndpointMode resolve_endpoint_mode(const std::string& endpoint, EndpointMode mod
 ZmqEventPublisher::ZmqEventPublisher(ZmqPublisherConfig config)
     : config_(std::move(config)), block_size_(config_.block_size) {
   if (config_.endpoint.empty()) throw ConfigError("the KV event endpoint is empty");
-  if (config_.buffer_steps == 0 || config_.max_queue == 0) throw ConfigError("the KV event buffer and queue must hold at least one batch");
+  if (config_.buffer_steps == 0 || config_.max_queue == 0)
+    throw ConfigError("the KV event buffer and queue must hold at least one batch");
   if (config_.hwm < 0) throw ConfigError("the high-water mark must not be negative");
   if (config_.replay_send_timeout_ms < 1) throw ConfigError("the replay send timeout must be at least 1 ms");
   if (config_.wire.device_medium.empty() || config_.wire.host_medium.empty()) {
@@ -148,7 +152,8 @@ ZmqEventPublisher::ZmqEventPublisher(ZmqPublisherConfig config)
   if (context_ == nullptr) throw ConfigError(std::string("cannot create a ZMQ context: ") + zmq_strerror(zmq_errno()));
   try {
     pub_ = zmq_socket(context_, ZMQ_PUB);
-    if (pub_ == nullptr) throw ConfigError(std::string("cannot create the KV event socket: ") + zmq_strerror(zmq_errno()));
+    if (pub_ == nullptr)
+      throw ConfigError(std::string("cannot create the KV event socket: ") + zmq_strerror(zmq_errno()));
     zmq_setsockopt(pub_, ZMQ_SNDHWM, &config_.hwm, sizeof config_.hwm);
     const int linger = 1000;  // a closing publisher gives queued messages a second
     zmq_setsockopt(pub_, ZMQ_LINGER, &linger, sizeof linger);
@@ -259,9 +264,9 @@ void ZmqEventPublisher::send_batch(Batch batch) {
                                                 config_.data_parallel_rank, config_.wire);
   const auto seq = big_endian(static_cast<std::int64_t>(sequence));
   // PUB never blocks: past the high-water mark ZMQ drops for that subscriber.
-  const bool sent = send_frames(pub_, {{config_.topic.data(), config_.topic.size()}, {seq.data(), seq.size()},
-                                       {payload.data(), payload.size()}},
-                                ZMQ_DONTWAIT);
+  const bool sent = send_frames(
+      pub_, {{config_.topic.data(), config_.topic.size()}, {seq.data(), seq.size()}, {payload.data(), payload.size()}},
+      ZMQ_DONTWAIT);
   if (replay_ != nullptr) {
     sent_.emplace_back(sequence, std::move(payload));
     if (sent_.size() > config_.buffer_steps) sent_.pop_front();
@@ -304,19 +309,16 @@ void ZmqEventPublisher::serve_replay() {
     const auto seq = big_endian(static_cast<std::int64_t>(sequence));
     const std::pair<const void*, std::size_t> number{seq.data(), seq.size()};
     const std::pair<const void*, std::size_t> body{payload.data(), payload.size()};
-    delivered = with_topic ? send({id, empty, topic, number, body})
-                           : send({id, empty, number, body});
+    delivered = with_topic ? send({id, empty, topic, number, body}) : send({id, empty, number, body});
     if (!delivered) break;
   }
   if (delivered) {
     const auto end = big_endian(-1);
     const std::pair<const void*, std::size_t> marker{end.data(), end.size()};
-    delivered = with_topic ? send({id, empty, empty, marker, empty})
-                           : send({id, empty, marker, empty});
+    delivered = with_topic ? send({id, empty, empty, marker, empty}) : send({id, empty, marker, empty});
   }
   std::lock_guard lock(mutex_);
   ++(delivered ? stats_.replays_served : stats_.replays_abandoned);
 }
-
 
 }  // namespace kvtier::events

@@ -3,10 +3,10 @@
 #include <atomic>
 #include <string>
 
-#include "kvtier/core/errors.hpp"
-#include "kvtier/core/expects.hpp"
 #include "g1/kvbm/kvbm_backend.hpp"
 #include "g1/native/native_backend.hpp"
+#include "kvtier/core/errors.hpp"
+#include "kvtier/core/expects.hpp"
 
 namespace kvtier::g1 {
 namespace {
@@ -18,7 +18,8 @@ std::uint64_t next_manager_id() {
 
 std::unique_ptr<BlockManager> make_backend(const G1ManagerConfig& config, KvEventPublisher& publisher) {
   if (config.capacity == 0) throw ConfigError("G1 capacity must be at least one block");
-  if (config.block_size < 2) throw ConfigError("block_size must be at least 2, got " + std::to_string(config.block_size));
+  if (config.block_size < 2)
+    throw ConfigError("block_size must be at least 2, got " + std::to_string(config.block_size));
   if (config.backend == G1Backend::Kvbm) {
     return std::make_unique<KvbmBackend>(config.capacity, config.block_size, config.eviction, publisher);
   }
@@ -60,8 +61,9 @@ G1Manager G1Manager::with_eviction_backend(G1ManagerConfig config, EvictionBacke
 }
 
 void G1Manager::check_token_ids(const std::vector<TokenId>& tokens) const {
-  KVTIER_EXPECTS(tokens.size() == config_.block_size, "token ids must hold block_size (" + std::to_string(config_.block_size) +
-                 ") tokens per full block, got " + std::to_string(tokens.size()));
+  KVTIER_EXPECTS(tokens.size() == config_.block_size,
+                 "token ids must hold block_size (" + std::to_string(config_.block_size) +
+                     ") tokens per full block, got " + std::to_string(tokens.size()));
 }
 
 void G1Manager::validate_use(const UseSignal& use) const {
@@ -89,7 +91,8 @@ G1Acquire G1Manager::process_for_request(OwnerId owner, const UseSignal& signal,
   return backend_->process_use(owner, signal, reusable_prefix_blocks);
 }
 
-G1Acquire G1Manager::process_for_request(OwnerId owner, const DerefSignal& signal, std::size_t /*reusable_prefix_blocks*/) {
+G1Acquire G1Manager::process_for_request(OwnerId owner, const DerefSignal& signal,
+                                         std::size_t /*reusable_prefix_blocks*/) {
   backend_->process_deref(owner, signal);
   return G1Acquire::ready(signal.blocks.size());
 }
@@ -101,8 +104,9 @@ void G1Manager::finalize_computed_prefix(OwnerId owner, std::size_t before, std:
   // a refused call changes nothing (issue #13).
   if (sequence != nullptr && sequence->promotes_computed_tail(after)) {
     const auto owned = has_owner(owner) ? owned_blocks(owner) : std::span<const UniqueBlock>{};
-    KVTIER_EXPECTS(!owned.empty() && owned.back() == sequence->blocks().back(), "partial block not found: the sequence's tail " + sequence->blocks().back().to_string() +
-                   " is not owner " + std::to_string(owner.value()) + "'s last block");
+    KVTIER_EXPECTS(!owned.empty() && owned.back() == sequence->blocks().back(),
+                   "partial block not found: the sequence's tail " + sequence->blocks().back().to_string() +
+                       " is not owner " + std::to_string(owner.value()) + "'s last block");
   }
   // #12222: earlier blocks first; the scan stops at the still-partial tail,
   // whose Promote then names the just-published block as its parent.
@@ -111,11 +115,14 @@ void G1Manager::finalize_computed_prefix(OwnerId owner, std::size_t before, std:
   if (auto promote = sequence->promote_computed_tail(after)) backend_->process(owner, *promote, 0);
 }
 
-PrefillCost G1Manager::get_prefill_cost(const ActiveSequence& sequence) const { return backend_->prefill_cost(sequence); }
+PrefillCost G1Manager::get_prefill_cost(const ActiveSequence& sequence) const {
+  return backend_->prefill_cost(sequence);
+}
 
 void G1Manager::check_handle(std::uint64_t manager, G1Backend backend, const char* what) const {
-  KVTIER_EXPECTS(backend == config_.backend, std::string(what) + " belongs to a different G1 backend (" + backend_name(backend) +
-                 ", this manager is " + backend_name(config_.backend) + ")");
+  KVTIER_EXPECTS(backend == config_.backend, std::string(what) + " belongs to a different G1 backend (" +
+                                                 backend_name(backend) + ", this manager is " +
+                                                 backend_name(config_.backend) + ")");
   KVTIER_EXPECTS(manager == id_, std::string(what) + " belongs to a different G1 manager");
 }
 

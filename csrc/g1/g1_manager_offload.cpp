@@ -2,9 +2,9 @@
 // swap-in lifecycle over the backend's pins and slots and the tier's copies.
 #include <string>
 
+#include "g1/common/block_manager.hpp"
 #include "kvtier/core/errors.hpp"
 #include "kvtier/core/expects.hpp"
-#include "g1/common/block_manager.hpp"
 #include "kvtier/g1/g1_manager.hpp"
 
 namespace kvtier::g1 {
@@ -143,8 +143,9 @@ SwapInRegistration G1Manager::register_completed_swap_in(std::uint64_t swap_in_i
 }
 
 std::vector<PositionalLineageHash> G1Manager::tier_keys(const ActiveSequence& sequence, std::size_t blocks) const {
-  KVTIER_EXPECTS(blocks <= sequence.full_block_count(), "tier_keys of " + std::to_string(blocks) + " blocks; the sequence has " +
-                 std::to_string(sequence.full_block_count()) + " full blocks");
+  KVTIER_EXPECTS(blocks <= sequence.full_block_count(),
+                 "tier_keys of " + std::to_string(blocks) + " blocks; the sequence has " +
+                     std::to_string(sequence.full_block_count()) + " full blocks");
   std::vector<PositionalLineageHash> keys;
   keys.reserve(blocks);
   for (std::size_t i = 0; i < blocks; ++i) {

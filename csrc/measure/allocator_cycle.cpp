@@ -35,13 +35,14 @@ bool replay_through_backend(const RequestStream& s, g1::G1Manager& manager) {
   for (const auto& request : s.requests) {
     if (live.size() == s.live) {
       const DerefSignal& deref = s.requests[live.front().value() - 1].deref;
-      if (!deref.blocks.empty()) manager.process_for_request(live.front(), deref);  // a prompt shorter than a block holds none
+      if (!deref.blocks.empty())
+        manager.process_for_request(live.front(), deref);  // a prompt shorter than a block holds none
       live.pop_front();
     }
     const g1::OwnerId owner(next_owner++);
     live.push_back(owner);
     if (request.use.blocks.empty()) continue;  // a prompt shorter than one block holds no page
-    std::size_t prefix = 0;  // what a scheduler asks first: the resident prefix
+    std::size_t prefix = 0;                    // what a scheduler asks first: the resident prefix
     while (prefix < request.use.blocks.size() && manager.is_cached(request.use.blocks[prefix].hash())) ++prefix;
     const std::size_t reuse = manager.backend() == g1::G1Backend::Native ? prefix : 0;
     if (!manager.process_for_request(owner, request.use, reuse).is_ready()) return false;
@@ -73,15 +74,20 @@ AllocatorCycleResult measure_allocator_cycle(const RequestStream& s, g1::G1Backe
   std::vector<double> backend_rates, floor_rates, fractions;
   for (std::size_t round = 0; round < rounds; ++round) {
     auto sink = std::make_shared<CountingSink>();
-    g1::G1Manager manager(g1::G1ManagerConfig{.capacity = s.pages, .block_size = s.block_size, .dp_rank = 0,
-                                              .backend = backend, .enable_prefix_caching = true, .eviction = eviction},
+    g1::G1Manager manager(g1::G1ManagerConfig{.capacity = s.pages,
+                                              .block_size = s.block_size,
+                                              .dp_rank = 0,
+                                              .backend = backend,
+                                              .enable_prefix_caching = true,
+                                              .eviction = eviction},
                           {sink});
     const auto t0 = Clock::now();
     const bool fits = replay_through_backend(s, manager);
     const auto t1 = Clock::now();
     const bool floor_fits = replay_through_floor(s);
     const auto t2 = Clock::now();
-    if (!fits || !floor_fits) throw ConfigError("the stream '" + s.name + "' does not fit its " + std::to_string(s.pages) + " pages");
+    if (!fits || !floor_fits)
+      throw ConfigError("the stream '" + s.name + "' does not fit its " + std::to_string(s.pages) + " pages");
     const double backend_seconds = std::chrono::duration<double>(t1 - t0).count();
     const double floor_seconds = std::chrono::duration<double>(t2 - t1).count();
     backend_rates.push_back(static_cast<double>(result.blocks) / backend_seconds);

@@ -17,7 +17,10 @@ KvGeometry geometry_for(std::size_t page_bytes) {
   if (page_bytes < 256 || page_bytes % 256 != 0) {
     throw ConfigError("swap page size " + std::to_string(page_bytes) + " is not a multiple of 256 bytes");
   }
-  return KvGeometry{.layers = 1, .kv_heads = 1, .head_dim = 64, .dtype = KvDtype::Bf16,
+  return KvGeometry{.layers = 1,
+                    .kv_heads = 1,
+                    .head_dim = 64,
+                    .dtype = KvDtype::Bf16,
                     .tokens_per_block = static_cast<std::uint32_t>(page_bytes / 256)};
 }
 
@@ -34,10 +37,14 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 const char* swap_path_name(SwapPath path) noexcept {
   switch (path) {
-    case SwapPath::PerPage: return "per_page";
-    case SwapPath::Batched: return "batched";
-    case SwapPath::Staged: return "staged";
-    case SwapPath::Engine: return "engine";
+    case SwapPath::PerPage:
+      return "per_page";
+    case SwapPath::Batched:
+      return "batched";
+    case SwapPath::Staged:
+      return "staged";
+    case SwapPath::Engine:
+      return "engine";
   }
   return "?";
 }
@@ -130,9 +137,12 @@ double SwapFixture::time_engine_swap_out() {
 
 double SwapFixture::time_path(SwapPath path, bool swap_out) {
   switch (path) {
-    case SwapPath::PerPage: return time_copies(swap_out ? out : in, true);
-    case SwapPath::Batched: return time_copies(swap_out ? out : in, false);
-    case SwapPath::Staged: return time_staged(swap_out);
+    case SwapPath::PerPage:
+      return time_copies(swap_out ? out : in, true);
+    case SwapPath::Batched:
+      return time_copies(swap_out ? out : in, false);
+    case SwapPath::Staged:
+      return time_staged(swap_out);
     case SwapPath::Engine:
       if (!swap_out) throw ConfigError("the engine path measures swap-out only");
       return time_engine_swap_out();
@@ -140,8 +150,8 @@ double SwapFixture::time_path(SwapPath path, bool swap_out) {
   return 0.0;
 }
 
-SwapPoint measure_swap(memory::Runtime& runtime, std::size_t page_bytes, std::size_t batch, SwapPath path, bool swap_out,
-                       std::size_t iterations) {
+SwapPoint measure_swap(memory::Runtime& runtime, std::size_t page_bytes, std::size_t batch, SwapPath path,
+                       bool swap_out, std::size_t iterations) {
   if (iterations == 0) throw ConfigError("iterations must be at least 1");
   if (path == SwapPath::Engine && !swap_out) throw ConfigError("the engine path measures swap-out only");
   SwapFixture fixture(runtime, page_bytes, batch);

@@ -26,10 +26,11 @@ BlockTableBuilder::BlockTableBuilder(Runtime& runtime, std::uint32_t max_rows, s
 
 const std::int32_t* BlockTableBuilder::build(std::span<const std::span<const PageId>> tables, Stream& stream) {
   KVTIER_EXPECTS(tables.size() <= max_rows_, "block table: " + std::to_string(tables.size()) + " rows exceed the " +
-                 std::to_string(max_rows_) + " it was built for");
+                                                 std::to_string(max_rows_) + " it was built for");
   for (std::size_t row = 0; row < tables.size(); ++row) {
-    KVTIER_EXPECTS(tables[row].size() <= max_blocks_, "block table: row " + std::to_string(row) + " has " + std::to_string(tables[row].size()) +
-                   " blocks, more than " + std::to_string(max_blocks_));
+    KVTIER_EXPECTS(tables[row].size() <= max_blocks_, "block table: row " + std::to_string(row) + " has " +
+                                                          std::to_string(tables[row].size()) + " blocks, more than " +
+                                                          std::to_string(max_blocks_));
   }
   // The copy that read this staging buffer two builds ago must be done.
   copied_[next_].synchronize();

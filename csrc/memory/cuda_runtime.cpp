@@ -1,5 +1,5 @@
-#include "kvtier/core/expects.hpp"
 #include "kvtier/memory/cuda_runtime.hpp"
+#include "kvtier/core/expects.hpp"
 
 #include <cuda_runtime_api.h>
 
@@ -112,7 +112,8 @@ class CudaStream final : public detail::StreamBackend {
     std::vector<std::size_t> sizes;
     for (std::size_t i = 0; i < copies.size(); ++i) {
       if (copies[i].bytes == 0) continue;
-      KVTIER_EXPECTS(copies[i].src != nullptr && copies[i].dst != nullptr, "copy descriptor " + std::to_string(i) + " has a null pointer");
+      KVTIER_EXPECTS(copies[i].src != nullptr && copies[i].dst != nullptr,
+                     "copy descriptor " + std::to_string(i) + " has a null pointer");
       dsts.push_back(copies[i].dst);
       srcs.push_back(copies[i].src);
       sizes.push_back(copies[i].bytes);
@@ -130,11 +131,12 @@ class CudaStream final : public detail::StreamBackend {
       attributes.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
       // Only small copies prefer the copy engines: from CUDA 13.1 the flag
       // forces them, far slower than the SMs for large device-to-device copies.
-      const bool all_small = std::all_of(sizes.begin(), sizes.end(), [](std::size_t b) { return b <= kSmallCopyBytes; });
+      const bool all_small =
+          std::all_of(sizes.begin(), sizes.end(), [](std::size_t b) { return b <= kSmallCopyBytes; });
       attributes.flags = all_small ? cudaMemcpyFlagPreferOverlapWithCompute : cudaMemcpyFlagDefault;
       std::size_t attribute_index = 0;
-      const cudaError_t status = cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), sizes.size(),
-                                                      &attributes, &attribute_index, 1, stream_);
+      const cudaError_t status = cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), sizes.size(), &attributes,
+                                                      &attribute_index, 1, stream_);
       if (status == cudaSuccess) return;
       // Only a driver without the batch API falls back; any other refusal is
       // an error, and nothing was enqueued.
@@ -152,7 +154,8 @@ class CudaStream final : public detail::StreamBackend {
     std::vector<CopyDescriptor> list;
     for (std::size_t i = 0; i < copies.size(); ++i) {
       if (copies[i].bytes == 0) continue;
-      KVTIER_EXPECTS(copies[i].src != nullptr && copies[i].dst != nullptr, "copy descriptor " + std::to_string(i) + " has a null pointer");
+      KVTIER_EXPECTS(copies[i].src != nullptr && copies[i].dst != nullptr,
+                     "copy descriptor " + std::to_string(i) + " has a null pointer");
       list.push_back(copies[i]);
     }
     if (list.empty()) return;

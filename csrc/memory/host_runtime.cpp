@@ -7,8 +7,8 @@
 #include <cstring>
 #include <deque>
 #include <functional>
-#include <limits>
 #include <future>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -163,7 +163,8 @@ void copy_batch(const std::vector<CopyDescriptor>& batch) {
 
 void check_copies(std::span<const CopyDescriptor> copies) {
   for (std::size_t i = 0; i < copies.size(); ++i) {
-    KVTIER_EXPECTS(copies[i].bytes == 0 || (copies[i].src != nullptr && copies[i].dst != nullptr), "copy descriptor " + std::to_string(i) + " has a null pointer");
+    KVTIER_EXPECTS(copies[i].bytes == 0 || (copies[i].src != nullptr && copies[i].dst != nullptr),
+                   "copy descriptor " + std::to_string(i) + " has a null pointer");
   }
 }
 
@@ -208,11 +209,13 @@ class HostStream final : public detail::StreamBackend {
     if (write.tokens == 0) return;
     const auto slots = static_cast<std::int64_t>(write.layout->capacity()) * write.layout->geometry().tokens_per_block;
     for (std::uint32_t t = 0; t < write.tokens; ++t) {
-      KVTIER_EXPECTS(write.slots[t] < slots, "write_kv: slot " + std::to_string(write.slots[t]) + " is outside the pool");
+      KVTIER_EXPECTS(write.slots[t] < slots,
+                     "write_kv: slot " + std::to_string(write.slots[t]) + " is outside the pool");
     }
     enqueue([this, write, layout = *write.layout] {
       try {  // the slots were checked, but a failure here must fail events, not the worker thread
-        kernels::reference::write_kv(write.slab, layout, write.layer, write.key, write.value, write.tokens, write.slots);
+        kernels::reference::write_kv(write.slab, layout, write.layer, write.key, write.value, write.tokens,
+                                     write.slots);
       } catch (const std::exception& error) {
         fail(std::string("write_kv failed: ") + error.what());
       }
@@ -222,7 +225,8 @@ class HostStream final : public detail::StreamBackend {
   void record(detail::EventBackend& event) override {
     auto state = host_event(event).state();
     const std::uint64_t generation = state->begin_record();
-    enqueue([this, state, generation] { state->complete(generation, std::exchange(failure_since_record_, std::nullopt)); });
+    enqueue(
+        [this, state, generation] { state->complete(generation, std::exchange(failure_since_record_, std::nullopt)); });
   }
 
   void wait(const detail::EventBackend& event) override {

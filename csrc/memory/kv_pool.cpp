@@ -38,7 +38,8 @@ KvPool::KvPool(Runtime& runtime, KvLayout layout, PoolMemory memory, std::size_t
   }
   if (layout_.page_bytes() > max_piece_bytes) throw ConfigError("one page is larger than a pinned allocation may be");
   check_host_allocation(layout_.slab_bytes(), "pinned slab");  // the pieces together, before the first is zeroed
-  pages_per_piece_ = static_cast<std::uint32_t>(std::min<std::size_t>(max_piece_bytes / layout_.page_bytes(), capacity()));
+  pages_per_piece_ =
+      static_cast<std::uint32_t>(std::min<std::size_t>(max_piece_bytes / layout_.page_bytes(), capacity()));
   for (std::uint32_t first = 0; first < capacity(); first += pages_per_piece_) {
     const std::uint32_t pages = std::min(pages_per_piece_, capacity() - first);
     host_pieces_.push_back(runtime.allocate_pinned(std::size_t{pages} * layout_.page_bytes()));
@@ -47,9 +48,10 @@ KvPool::KvPool(Runtime& runtime, KvLayout layout, PoolMemory memory, std::size_t
 }
 
 std::byte* KvPool::chunk_address(PageId page, std::uint32_t chunk) const {
-  KVTIER_EXPECTS(page.value() < capacity() && chunk < layout_.chunks_per_page(), "page " + std::to_string(page.value()) + " chunk " + std::to_string(chunk) +
-                 " is outside the pool (" + std::to_string(capacity()) + " pages of " +
-                 std::to_string(layout_.chunks_per_page()) + " chunks)");
+  KVTIER_EXPECTS(page.value() < capacity() && chunk < layout_.chunks_per_page(),
+                 "page " + std::to_string(page.value()) + " chunk " + std::to_string(chunk) + " is outside the pool (" +
+                     std::to_string(capacity()) + " pages of " + std::to_string(layout_.chunks_per_page()) +
+                     " chunks)");
   if (host_pieces_.empty()) return slab() + layout_.chunk_offset(page.value(), chunk);
   const std::uint32_t in_piece = page.value() % pages_per_piece_;
   return host_pieces_[page.value() / pages_per_piece_].bytes_data() + layout_.chunk_offset(in_piece, chunk);
@@ -57,10 +59,10 @@ std::byte* KvPool::chunk_address(PageId page, std::uint32_t chunk) const {
 
 void KvPool::check_pages(std::span<const PageId> pages, std::span<const std::uint64_t> identities) const {
   KVTIER_EXPECTS(pages.size() == identities.size(), "pattern: " + std::to_string(pages.size()) + " pages but " +
-                 std::to_string(identities.size()) + " identities");
+                                                        std::to_string(identities.size()) + " identities");
   for (PageId page : pages) {
-    KVTIER_EXPECTS(page.value() < capacity(), "pattern: page " + std::to_string(page.value()) + " is outside the pool of " +
-                   std::to_string(capacity()) + " pages");
+    KVTIER_EXPECTS(page.value() < capacity(), "pattern: page " + std::to_string(page.value()) +
+                                                  " is outside the pool of " + std::to_string(capacity()) + " pages");
   }
 }
 

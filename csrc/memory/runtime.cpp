@@ -15,7 +15,8 @@ void check_kv_write(const KvWrite& write) {
       write.slots == nullptr) {
     throw ContractError("write_kv with a null pointer");
   }
-  KVTIER_EXPECTS(write.layer < write.layout->geometry().layers, "write_kv: layer " + std::to_string(write.layer) + " is outside the layout");
+  KVTIER_EXPECTS(write.layer < write.layout->geometry().layers,
+                 "write_kv: layer " + std::to_string(write.layer) + " is outside the layout");
 }
 
 }  // namespace kvtier::memory

@@ -34,42 +34,50 @@ const std::vector<double> kStepBuckets{1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 1e-2,
 
 struct PrometheusMetrics::Series {
   std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
-  prometheus::Family<prometheus::Gauge>& usage_perc = gauge("kvtier:kv_cache_usage_perc",
-      "Fraction of the tier's blocks in use (G1: held by running requests; G2: resident or landing), 0 to 1");
-  prometheus::Family<prometheus::Gauge>& capacity = gauge("kvtier:kv_cache_capacity_blocks", "Blocks the tier holds at most");
-  prometheus::Family<prometheus::Gauge>& used = gauge("kvtier:kv_cache_used_blocks",
-      "Blocks in use (G1: held by running requests; G2: resident or landing)");
-  prometheus::Family<prometheus::Gauge>& cached = gauge("kvtier:kv_cache_cached_blocks",
-      "Blocks kept for reuse that no request holds (G1: inactive; G2: resident or landing)");
-  prometheus::Family<prometheus::Counter>& hits = counter("kvtier:prefix_cache_hit_blocks_total",
-      "Prompt blocks found in the tier after missing every tier above it, at a request's first admission");
-  prometheus::Family<prometheus::Counter>& misses = counter("kvtier:prefix_cache_miss_blocks_total",
-      "Prompt blocks that missed the tier and every tier above it, at a request's first admission");
-  prometheus::Family<prometheus::Counter>& stored = counter("kvtier:kv_cache_stored_blocks_total",
-      "Blocks that became visible in the tier (KV Stored events)");
-  prometheus::Family<prometheus::Counter>& evicted = counter("kvtier:kv_cache_evicted_blocks_total",
-      "Blocks whose last copy left the tier (KV Removed events)");
-  prometheus::Family<prometheus::Counter>& checksum_failures = counter("kvtier:kv_checksum_failures_total",
-      "Blocks whose checksum no longer matched when read back (dropped, never served)");
-  prometheus::Family<prometheus::Counter>& transfer_blocks = counter("kvtier:kv_transfer_blocks_total",
-      "Blocks moved between tiers by completed copies");
-  prometheus::Family<prometheus::Counter>& transfer_bytes = counter("kvtier:kv_transfer_bytes_total",
-      "Bytes moved between tiers by completed copies");
-  prometheus::Family<prometheus::Counter>& transfers = counter("kvtier:kv_transfers_total",
-      "Completed copy transfers between tiers (one batched submission each)");
+  prometheus::Family<prometheus::Gauge>& usage_perc =
+      gauge("kvtier:kv_cache_usage_perc",
+            "Fraction of the tier's blocks in use (G1: held by running requests; G2: resident or landing), 0 to 1");
+  prometheus::Family<prometheus::Gauge>& capacity =
+      gauge("kvtier:kv_cache_capacity_blocks", "Blocks the tier holds at most");
+  prometheus::Family<prometheus::Gauge>& used =
+      gauge("kvtier:kv_cache_used_blocks", "Blocks in use (G1: held by running requests; G2: resident or landing)");
+  prometheus::Family<prometheus::Gauge>& cached =
+      gauge("kvtier:kv_cache_cached_blocks",
+            "Blocks kept for reuse that no request holds (G1: inactive; G2: resident or landing)");
+  prometheus::Family<prometheus::Counter>& hits =
+      counter("kvtier:prefix_cache_hit_blocks_total",
+              "Prompt blocks found in the tier after missing every tier above it, at a request's first admission");
+  prometheus::Family<prometheus::Counter>& misses =
+      counter("kvtier:prefix_cache_miss_blocks_total",
+              "Prompt blocks that missed the tier and every tier above it, at a request's first admission");
+  prometheus::Family<prometheus::Counter>& stored =
+      counter("kvtier:kv_cache_stored_blocks_total", "Blocks that became visible in the tier (KV Stored events)");
+  prometheus::Family<prometheus::Counter>& evicted =
+      counter("kvtier:kv_cache_evicted_blocks_total", "Blocks whose last copy left the tier (KV Removed events)");
+  prometheus::Family<prometheus::Counter>& checksum_failures =
+      counter("kvtier:kv_checksum_failures_total",
+              "Blocks whose checksum no longer matched when read back (dropped, never served)");
+  prometheus::Family<prometheus::Counter>& transfer_blocks =
+      counter("kvtier:kv_transfer_blocks_total", "Blocks moved between tiers by completed copies");
+  prometheus::Family<prometheus::Counter>& transfer_bytes =
+      counter("kvtier:kv_transfer_bytes_total", "Bytes moved between tiers by completed copies");
+  prometheus::Family<prometheus::Counter>& transfers =
+      counter("kvtier:kv_transfers_total", "Completed copy transfers between tiers (one batched submission each)");
 
-  TotalCounter queries{counter("kvtier:prefix_cache_query_blocks_total",
-                               "Full prompt blocks asked for at a request's first admission").Add({})};
-  TotalCounter failed_transfers{counter("kvtier:kv_transfer_failures_total",
-                                        "Copies that failed: their blocks were dropped, not served").Add({})};
+  TotalCounter queries{
+      counter("kvtier:prefix_cache_query_blocks_total", "Full prompt blocks asked for at a request's first admission")
+          .Add({})};
+  TotalCounter failed_transfers{
+      counter("kvtier:kv_transfer_failures_total", "Copies that failed: their blocks were dropped, not served")
+          .Add({})};
   // Series of counts only some front doors make (the replay): registered on first use.
   std::optional<TotalCounter> operations;
   std::optional<TotalCounter> pages_verified;
   std::optional<TotalCounter> mismatches;
-  TotalCounter events_published{counter("kvtier:kv_events_published_total",
-                                        "KV events handed to their consumers (the ZMQ publisher or Python)").Add({})};
-  TotalCounter events_dropped{counter("kvtier:kv_events_dropped_total",
-                                      "KV events lost to a full queue").Add({})};
+  TotalCounter events_published{
+      counter("kvtier:kv_events_published_total", "KV events handed to their consumers (the ZMQ publisher or Python)")
+          .Add({})};
+  TotalCounter events_dropped{counter("kvtier:kv_events_dropped_total", "KV events lost to a full queue").Add({})};
   prometheus::Histogram& step_seconds =
       prometheus::BuildHistogram()
           .Name("kvtier:scheduler_step_duration_seconds")
@@ -162,8 +170,8 @@ void PrometheusMetrics::update(const KvMetrics& m) {
     if (out.checksum_failures) out.checksum_failures->advance_to(total(tier.checksum_failures));
   }
   if (m.tier(Tier::G2).present) {
-    for (auto [slot, from, to, copies] : {std::tuple{&s.g1_to_g2, "G1", "G2", &m.g1_to_g2},
-                                          std::tuple{&s.g2_to_g1, "G2", "G1", &m.g2_to_g1}}) {
+    for (auto [slot, from, to, copies] :
+         {std::tuple{&s.g1_to_g2, "G1", "G2", &m.g1_to_g2}, std::tuple{&s.g2_to_g1, "G2", "G1", &m.g2_to_g1}}) {
       Series::TransferSeries& out = s.transfer(*slot, from, to);
       out.blocks.advance_to(total(copies->blocks));
       out.bytes.advance_to(total(copies->bytes));

@@ -68,7 +68,8 @@ bool HostBlockRegistry::land(G2Page page, std::uint64_t checksum) {
 
 void HostBlockRegistry::drop(G2Page page) {
   Page& p = pages_.at(page.value());
-  KVTIER_ASSERT(p.state != State::Free && p.pins == 0, "G2 page " + std::to_string(page.value()) + " is dropped while free or pinned");
+  KVTIER_ASSERT(p.state != State::Free && p.pins == 0,
+                "G2 page " + std::to_string(page.value()) + " is dropped while free or pinned");
   if (p.state == State::Resident) policy_->remove(PageId(page.value()));
   forget(page);
   free_.push_back(page);
@@ -92,7 +93,8 @@ void HostBlockRegistry::pin(G2Page page) {
 
 void HostBlockRegistry::unpin(G2Page page) {
   Page& p = pages_.at(page.value());
-  KVTIER_ASSERT(p.state == State::Resident && p.pins > 0, "G2 page " + std::to_string(page.value()) + " is unpinned but not pinned");
+  KVTIER_ASSERT(p.state == State::Resident && p.pins > 0,
+                "G2 page " + std::to_string(page.value()) + " is unpinned but not pinned");
   if (--p.pins == 0) policy_->insert(PageId(page.value()), p.block.plh);  // most recently used again
 }
 

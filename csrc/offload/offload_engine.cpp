@@ -64,8 +64,8 @@ OffloadEngine::~OffloadEngine() {
 
 void OffloadEngine::bind(KvEventPublisher& publisher, g1::G1Backend backend) {
   KVTIER_EXPECTS(publisher_ == nullptr, "the offload engine is attached to a manager already");
-  registry_ = HostBlockRegistry(config_.host_blocks, backend == g1::G1Backend::Kvbm ? g1::EvictionBackend::Lineage
-                                                                                  : g1::EvictionBackend::Lru);
+  registry_ = HostBlockRegistry(
+      config_.host_blocks, backend == g1::G1Backend::Kvbm ? g1::EvictionBackend::Lineage : g1::EvictionBackend::Lru);
   publisher_ = &publisher;
 }
 
@@ -92,7 +92,8 @@ void OffloadEngine::submit(std::uint64_t id, Transfer& transfer) {
     // The runtime's next copy is this batch's: the engine is its only caller on this thread.
     runtime_.faults()->inject_faults({.fail_copy_number = 1});
   }
-  const bool staged = out_ring_ && host_pages.size() > 1 && host_pool_.layout().page_bytes() < config_.staging_below_bytes;
+  const bool staged =
+      out_ring_ && host_pages.size() > 1 && host_pool_.layout().page_bytes() < config_.staging_below_bytes;
   if (staged) {
     submit_staged(stream, out ? *out_ring_ : *in_ring_, transfer, host_pages);
     ++staged_transfers_;
@@ -116,8 +117,8 @@ void OffloadEngine::submit_staged(memory::Stream& stream, memory::KvPool& ring, 
     const auto g1_pages = std::span<const PageId>(transfer.g1_pages).subspan(first, n);
     const auto g2_pages = host_pages.subspan(first, n);
     if (out) {
-      stream.gather_async(memory::page_copy_plan(g1_pool_, g1_pages, ring, slots));   // scattered -> contiguous
-      stream.copy_async(memory::page_copy_plan(ring, slots, host_pool_, g2_pages));   // contiguous runs -> G2
+      stream.gather_async(memory::page_copy_plan(g1_pool_, g1_pages, ring, slots));  // scattered -> contiguous
+      stream.copy_async(memory::page_copy_plan(ring, slots, host_pool_, g2_pages));  // contiguous runs -> G2
     } else {
       stream.copy_async(memory::page_copy_plan(host_pool_, g2_pages, ring, slots));
       stream.gather_async(memory::page_copy_plan(ring, slots, g1_pool_, g1_pages));
@@ -144,7 +145,7 @@ g1::SwapOutTicket OffloadEngine::swap_out(std::span<const g1::EvictedBlock> vict
     std::vector<PageId> g1_pages(sources.begin() + static_cast<std::ptrdiff_t>(first),
                                  sources.begin() + static_cast<std::ptrdiff_t>(last));
     std::vector<G2Page> g2_pages(targets.begin() + static_cast<std::ptrdiff_t>(first),
-                                        targets.begin() + static_cast<std::ptrdiff_t>(last));
+                                 targets.begin() + static_cast<std::ptrdiff_t>(last));
     const std::uint64_t id = next_transfer_++;
     Transfer& transfer = transfers_
                              .emplace(id, Transfer{.direction = Direction::SwapOut,
@@ -306,7 +307,8 @@ void OffloadEngine::start_swap_in(std::uint64_t transfer, std::span<const PageId
 
 OffloadEngine::Transfer& OffloadEngine::swap_in(std::uint64_t transfer) {
   const auto it = transfers_.find(transfer);
-  KVTIER_EXPECTS(it != transfers_.end() && it->second.direction == Direction::SwapIn, "unknown swap-in transfer " + std::to_string(transfer));
+  KVTIER_EXPECTS(it != transfers_.end() && it->second.direction == Direction::SwapIn,
+                 "unknown swap-in transfer " + std::to_string(transfer));
   return it->second;
 }
 
@@ -347,7 +349,8 @@ g1::TierStats OffloadEngine::stats() const {
                       .verify_failures = verify_failures_,
                       .failed_transfers = failed_transfers_};
   for (const auto& [id, transfer] : transfers_) {
-    if (transfer.started && !transfer.reported) ++stats.in_flight;  // not yet applied by a poll, whatever its copy is doing now
+    if (transfer.started && !transfer.reported)
+      ++stats.in_flight;  // not yet applied by a poll, whatever its copy is doing now
   }
   return stats;
 }

@@ -10,8 +10,8 @@
 #include "kvtier/core/kv_event_sink.hpp"
 #include "kvtier/core/page_pattern.hpp"
 #include "kvtier/driver/request_driver.hpp"
-#include "kvtier/session/session.hpp"
 #include "kvtier/replay/token_kv_writer.hpp"
+#include "kvtier/session/session.hpp"
 
 namespace kvtier::replay {
 namespace {
@@ -21,7 +21,7 @@ struct Request {
   g1::OwnerId owner;
   ActiveSequence sequence;
   std::size_t prompt_length = 0;
-  std::size_t computed = 0;      // tokens whose KV is in G1 (reused or computed)
+  std::size_t computed = 0;  // tokens whose KV is in G1 (reused or computed)
   bool admitted_before = false;
   bool prefilled = false;
 };
@@ -117,12 +117,13 @@ class Replay {
 
   void arrive() {
     const TraceRequest& trace = requests_[next_arrival_];
-    ActiveSequence sequence(synthesize_prompt(trace),
-                            ActiveSequenceConfig{.block_size = config_.session.manager.block_size,
-                                                 .max_output_tokens = config_.output_tokens.value_or(trace.output_length),
-                                                 .enable_prefix_caching = config_.session.manager.enable_prefix_caching,
-                                                 .emit_token_ids = config_.emit_token_ids,
-                                                 .seed = config_.seed ^ next_arrival_});
+    ActiveSequence sequence(
+        synthesize_prompt(trace),
+        ActiveSequenceConfig{.block_size = config_.session.manager.block_size,
+                             .max_output_tokens = config_.output_tokens.value_or(trace.output_length),
+                             .enable_prefix_caching = config_.session.manager.enable_prefix_caching,
+                             .emit_token_ids = config_.emit_token_ids,
+                             .seed = config_.seed ^ next_arrival_});
     waiting_.push_back(Request{.index = next_arrival_,
                                .owner = g1::OwnerId(next_arrival_ + 1),
                                .sequence = std::move(sequence),
@@ -212,9 +213,9 @@ class Replay {
         return false;
       }
       // Preempting a later request never moves `index`; find it again anyway.
-      index = static_cast<std::size_t>(std::find_if(running_.begin(), running_.end(),
-                                                    [&](const Request& x) { return x.owner == owner; }) -
-                                       running_.begin());
+      index = static_cast<std::size_t>(
+          std::find_if(running_.begin(), running_.end(), [&](const Request& x) { return x.owner == owner; }) -
+          running_.begin());
     }
   }
 
@@ -355,8 +356,8 @@ class Replay {
   ReplayConfig config_;
   const std::vector<TraceRequest>& requests_;
   std::unique_ptr<session::Session> session_;
-  g1::G1Manager* manager_;             // the session's
-  offload::OffloadEngine* engine_;     // the session's G2 tier, or nullptr
+  g1::G1Manager* manager_;                 // the session's
+  offload::OffloadEngine* engine_;         // the session's G2 tier, or nullptr
   std::unique_ptr<TokenKvWriter> writer_;  // writes the session's pages: declared after it
   std::vector<std::uint64_t> identity_buffer_;
   std::deque<Request> waiting_;

@@ -41,7 +41,8 @@ TokenKvWriter::TokenKvWriter(memory::KvPool& pool, std::size_t max_staged_tokens
     : pool_(pool),
       row_(std::size_t{pool.layout().geometry().kv_heads} * pool.layout().geometry().head_dim),
       capacity_(std::max<std::size_t>(
-          1, std::min(max_staged_tokens, kMaxStagingBytes / (2 * sizeof(float) * row_ * pool.layout().geometry().layers)))),
+          1, std::min(max_staged_tokens,
+                      kMaxStagingBytes / (2 * sizeof(float) * row_ * pool.layout().geometry().layers)))),
       token_bytes_(pool.layout().page_bytes() / pool.layout().geometry().tokens_per_block),
       stream_(pool.runtime().create_stream()),
       keys_(pool.runtime().allocate_pinned(capacity_ * pool.layout().geometry().layers * row_ * sizeof(float))),
@@ -58,8 +59,9 @@ TokenKvWriter::TokenKvWriter(memory::KvPool& pool, std::size_t max_staged_tokens
 
 void TokenKvWriter::stage(PageId page, std::uint32_t offset, std::uint64_t identity) {
   const std::uint32_t block_size = pool_.layout().geometry().tokens_per_block;
-  KVTIER_EXPECTS(page.value() < pool_.capacity() && offset < block_size, "write_kv: slot " + std::to_string(offset) + " of page " + std::to_string(page.value()) +
-                 " is outside the pool");
+  KVTIER_EXPECTS(
+      page.value() < pool_.capacity() && offset < block_size,
+      "write_kv: slot " + std::to_string(offset) + " of page " + std::to_string(page.value()) + " is outside the pool");
   if (staged_ == capacity_) flush();
   static_cast<std::int64_t*>(slots_.data())[staged_] = std::int64_t{page.value()} * block_size + offset;
   identities_.push_back(identity);
@@ -93,9 +95,10 @@ void TokenKvWriter::flush() {
 std::vector<PageId> TokenKvWriter::find_mismatches(std::span<const PageId> pages,
                                                    std::span<const std::uint64_t> identities) {
   const std::uint32_t block_size = pool_.layout().geometry().tokens_per_block;
-  KVTIER_EXPECTS(identities.size() == pages.size() * block_size, "find_mismatches: " + std::to_string(pages.size()) + " pages need " +
-                 std::to_string(pages.size() * block_size) + " token identities, not " +
-                 std::to_string(identities.size()));
+  KVTIER_EXPECTS(identities.size() == pages.size() * block_size,
+                 "find_mismatches: " + std::to_string(pages.size()) + " pages need " +
+                     std::to_string(pages.size() * block_size) + " token identities, not " +
+                     std::to_string(identities.size()));
   flush();
   std::vector<PageId> bad;
   pool_.read_pages(pages, [&](std::size_t i, std::span<const std::byte> bytes) {

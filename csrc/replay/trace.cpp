@@ -60,7 +60,8 @@ std::vector<TraceRequest> read_trace(std::istream& in, const std::string& source
     }
     if (!object.is_object()) refuse(source, line, "not a JSON object");
     TraceRequest request;
-    if (!object.contains("timestamp") || !object["timestamp"].is_number()) refuse(source, line, "'timestamp' must be a number");
+    if (!object.contains("timestamp") || !object["timestamp"].is_number())
+      refuse(source, line, "'timestamp' must be a number");
     request.timestamp_ms = object["timestamp"].get<double>();
     if (!std::isfinite(request.timestamp_ms) || request.timestamp_ms < 0.0) {
       refuse(source, line, "'timestamp' must be finite and non-negative");
@@ -69,7 +70,8 @@ std::vector<TraceRequest> read_trace(std::istream& in, const std::string& source
     last_timestamp = request.timestamp_ms;
     request.input_length = count_field(object, "input_length", source, line);
     request.output_length = count_field(object, "output_length", source, line);
-    if (!object.contains("hash_ids") || !object["hash_ids"].is_array()) refuse(source, line, "'hash_ids' must be a list");
+    if (!object.contains("hash_ids") || !object["hash_ids"].is_array())
+      refuse(source, line, "'hash_ids' must be a list");
     for (const auto& id : object["hash_ids"]) {
       if (!id.is_number_unsigned()) refuse(source, line, "every hash id must be a non-negative integer");
       request.hash_ids.push_back(id.get<std::uint64_t>());
@@ -77,8 +79,9 @@ std::vector<TraceRequest> read_trace(std::istream& in, const std::string& source
     if (request.input_length == 0) refuse(source, line, "'input_length' must be at least 1");
     const std::size_t blocks = (request.input_length + kTraceBlockTokens - 1) / kTraceBlockTokens;
     if (request.hash_ids.size() != blocks) {
-      refuse(source, line, std::to_string(request.input_length) + " input tokens need " + std::to_string(blocks) +
-                               " hash ids of 512 tokens, not " + std::to_string(request.hash_ids.size()));
+      refuse(source, line,
+             std::to_string(request.input_length) + " input tokens need " + std::to_string(blocks) +
+                 " hash ids of 512 tokens, not " + std::to_string(request.hash_ids.size()));
     }
     requests.push_back(std::move(request));
   }

@@ -21,7 +21,8 @@ std::string Fields::string_or(const char* name, const std::string& fallback) con
 
 std::uint64_t Fields::as_u64(const nlohmann::json& value, const std::string& what) const {
   if (value.is_number_unsigned()) return value.get<std::uint64_t>();
-  if (value.is_number_integer() && value.get<std::int64_t>() >= 0) return static_cast<std::uint64_t>(value.get<std::int64_t>());
+  if (value.is_number_integer() && value.get<std::int64_t>() >= 0)
+    return static_cast<std::uint64_t>(value.get<std::int64_t>());
   fail(what + " must be a non-negative integer");
 }
 
@@ -33,7 +34,9 @@ TokenId Fields::as_token(const nlohmann::json& value, const std::string& what) c
 
 std::uint64_t Fields::u64(const char* name) const { return as_u64(raw(name), std::string("field '") + name + "'"); }
 
-std::uint64_t Fields::u64_or(const char* name, std::uint64_t fallback) const { return has(name) ? u64(name) : fallback; }
+std::uint64_t Fields::u64_or(const char* name, std::uint64_t fallback) const {
+  return has(name) ? u64(name) : fallback;
+}
 
 std::uint32_t Fields::u32(const char* name) const {
   const std::uint64_t value = u64(name);
@@ -41,7 +44,9 @@ std::uint32_t Fields::u32(const char* name) const {
   return static_cast<std::uint32_t>(value);
 }
 
-std::uint32_t Fields::u32_or(const char* name, std::uint32_t fallback) const { return has(name) ? u32(name) : fallback; }
+std::uint32_t Fields::u32_or(const char* name, std::uint32_t fallback) const {
+  return has(name) ? u32(name) : fallback;
+}
 
 std::optional<std::uint64_t> Fields::optional_u64(const char* name) const {
   if (!has(name)) return std::nullopt;

@@ -22,7 +22,8 @@ std::vector<PositionalLineageHash> ScriptRunner::State::plh_list(const Fields& f
   const std::string what = std::string("every entry of '") + name + "'";
   for (const auto& item : value) {
     if (manager_->backend() == g1::G1Backend::Native) {  // native keys blocks by sequence hash
-      out.push_back(g1::native_tier_key(SequenceHash(f.as_u64(item, what + " (a sequence hash on the native backend)"))));
+      out.push_back(
+          g1::native_tier_key(SequenceHash(f.as_u64(item, what + " (a sequence hash on the native backend)"))));
     } else {
       out.push_back(plh(f, item, what));
     }

@@ -1,6 +1,5 @@
 #include "kvtier/script/script_runner.hpp"
 
-
 #include <cctype>
 #include <charconv>
 #include <string>
@@ -87,7 +86,9 @@ std::string format_answer(const nlohmann::ordered_json& answer) {
   return answer.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-int run_script(std::istream& in, std::ostream& out, std::ostream& err) { return run_script(in, out, err, ScriptHooks{}); }
+int run_script(std::istream& in, std::ostream& out, std::ostream& err) {
+  return run_script(in, out, err, ScriptHooks{});
+}
 
 int run_script(std::istream& in, std::ostream& out, std::ostream& err, const ScriptHooks& hooks) {
   ScriptRunner runner(hooks.event_sinks);
@@ -121,7 +122,9 @@ int run_script(std::istream& in, std::ostream& out, std::ostream& err, const Scr
     if (!saw_operation) {
       saw_operation = true;
       if (!ok || !runner.initialized()) {
-        if (ok) out << format_answer(failure("line " + std::to_string(number) + ": the first operation must be init")) << '\n';
+        if (ok)
+          out << format_answer(failure("line " + std::to_string(number) + ": the first operation must be init"))
+              << '\n';
         out.flush();
         written();  // says so on err when the refusal could not be written either
         return 2;
@@ -291,7 +294,7 @@ std::vector<UniqueBlock> ScriptRunner::State::blocks(const Fields& f, const char
 }
 
 PositionalLineageHash ScriptRunner::State::plh(const Fields& f, const nlohmann::json& value,
-                                                const std::string& what) const {
+                                               const std::string& what) const {
   if (!value.is_object()) return PositionalLineageHash(SequenceHash(f.as_u64(value, what)), std::nullopt, 0);
   const Fields p(value, f.line());
   std::optional<SequenceHash> parent;
@@ -299,7 +302,8 @@ PositionalLineageHash ScriptRunner::State::plh(const Fields& f, const nlohmann::
   return PositionalLineageHash(SequenceHash(p.u64("hash")), parent, p.u64_or("position", 0));
 }
 
-std::unordered_map<std::string, Uuid>::iterator ScriptRunner::State::add_label(const std::string& label, const Uuid& uuid) {
+std::unordered_map<std::string, Uuid>::iterator ScriptRunner::State::add_label(const std::string& label,
+                                                                               const Uuid& uuid) {
   label_by_partial_.emplace(uuid, label);
   partial_by_text_.emplace(uuid.to_string(), label);
   return partial_by_label_.emplace(label, uuid).first;

@@ -19,9 +19,8 @@ ScriptRunner::State::ScriptSequence& ScriptRunner::State::sequence(const Fields&
 void ScriptRunner::State::label_partials(ScriptSequence& entry, const std::string& id) {
   const auto blocks = entry.sequence.blocks();
   std::erase_if(entry.labelled, [&](const Uuid& uuid) {
-    const bool still_partial = std::any_of(blocks.begin(), blocks.end(), [&](const UniqueBlock& b) {
-      return b.is_partial() && b.uuid() == uuid;
-    });
+    const bool still_partial = std::any_of(blocks.begin(), blocks.end(),
+                                           [&](const UniqueBlock& b) { return b.is_partial() && b.uuid() == uuid; });
     if (!still_partial) forget_label(uuid);  // promoted: its label names nothing any more
     return !still_partial;
   });
@@ -55,7 +54,8 @@ Json ScriptRunner::State::op_sequence(const Fields& f) {
     f.fail("a sequence needs 'tokens' or 'token_range'");
   }
   if (tokens.empty()) f.fail("a sequence needs at least one prompt token");
-  if (tokens.size() > kMaxSequenceTokens) f.fail("a sequence holds at most " + std::to_string(kMaxSequenceTokens) + " prompt tokens");
+  if (tokens.size() > kMaxSequenceTokens)
+    f.fail("a sequence holds at most " + std::to_string(kMaxSequenceTokens) + " prompt tokens");
   auto planned_output = f.optional_tokens("planned_output").value_or(std::vector<TokenId>{});
   const bool emit_token_ids = f.boolean_or("emit_token_ids", false);
   const g1::OwnerId id_owner = owner(f);
@@ -67,7 +67,11 @@ Json ScriptRunner::State::op_sequence(const Fields& f) {
                                                .planned_output = std::move(planned_output),
                                                .seed = XXH3_64bits_withSeed(id.data(), id.size(), seed_)});
   ScriptSequence& entry =
-      sequences_.emplace(id, ScriptSequence{.sequence = std::move(sequence), .owner = id_owner, .partials_labelled = 0, .labelled = {}}).first->second;
+      sequences_
+          .emplace(id,
+                   ScriptSequence{
+                       .sequence = std::move(sequence), .owner = id_owner, .partials_labelled = 0, .labelled = {}})
+          .first->second;
   label_partials(entry, id);
   Json blocks = Json::array();
   for (std::size_t i = 0; i < entry.sequence.blocks().size(); ++i) {

@@ -103,8 +103,8 @@ class ScriptRunner::State {
 
   std::shared_ptr<RecordingEventSink> sink_ = std::make_shared<RecordingEventSink>();
   std::vector<std::shared_ptr<KvEventSink>> event_sinks_;  // more listeners, given by the caller
-  std::unique_ptr<session::Session> session_;  // made by init
-  g1::G1Manager* manager_ = nullptr;           // the session's
+  std::unique_ptr<session::Session> session_;              // made by init
+  g1::G1Manager* manager_ = nullptr;                       // the session's
   std::uint64_t seed_ = 0;  // seeds each sequence with its id, so scripts replay byte for byte
   std::map<std::string, g1::OwnerId> owners_;
   std::unordered_map<std::uint64_t, std::string> owner_labels_;

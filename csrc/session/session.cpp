@@ -14,9 +14,7 @@ PageMemory::PageMemory(memory::Runtime& runtime, const KvLayout& layout)
 
 Session::Session(SessionConfig config) : config_(std::move(config)) { build(nullptr); }
 
-Session::Session(memory::Runtime& runtime, SessionConfig config) : config_(std::move(config)) {
-  build(&runtime);
-}
+Session::Session(memory::Runtime& runtime, SessionConfig config) : config_(std::move(config)) { build(&runtime); }
 
 void Session::build(memory::Runtime* borrowed) {
   config_.validate();

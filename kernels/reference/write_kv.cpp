@@ -13,7 +13,8 @@ void write_kv(std::byte* slab, const KvLayout& layout, std::uint32_t layer, cons
   if (layer >= g.layers) throw ContractError("write_kv: layer " + std::to_string(layer) + " is outside the layout");
   const auto slots = static_cast<std::int64_t>(layout.capacity()) * g.tokens_per_block;
   for (std::size_t t = 0; t < tokens; ++t) {
-    if (slot_mapping[t] >= slots) throw ContractError("write_kv: slot " + std::to_string(slot_mapping[t]) + " is outside the pool");
+    if (slot_mapping[t] >= slots)
+      throw ContractError("write_kv: slot " + std::to_string(slot_mapping[t]) + " is outside the pool");
   }
   const std::size_t row = std::size_t{g.kv_heads} * g.head_dim;
   const std::size_t element = dtype_bytes(g.dtype);

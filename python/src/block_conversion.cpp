@@ -77,8 +77,9 @@ PositionalLineageHash plh_from_python(nb::handle value) {
     }
     if (items.size() == 3) {
       const std::optional<SequenceHash> parent =
-          items[1].is_none() ? std::nullopt
-                             : std::optional<SequenceHash>(SequenceHash(unsigned_from_python(items[1], "a PLH's parent")));
+          items[1].is_none()
+              ? std::nullopt
+              : std::optional<SequenceHash>(SequenceHash(unsigned_from_python(items[1], "a PLH's parent")));
       return PositionalLineageHash(SequenceHash(unsigned_from_python(items[0], "a PLH's hash")), parent,
                                    unsigned_from_python(items[2], "a PLH's position"));
     }

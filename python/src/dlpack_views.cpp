@@ -14,10 +14,14 @@ namespace {
 
 nb::dlpack::dtype element_type(KvDtype dtype) {
   switch (dtype) {
-    case KvDtype::Bf16: return nb::dlpack::dtype{static_cast<std::uint8_t>(nb::dlpack::dtype_code::Bfloat), 16, 1};
-    case KvDtype::Fp16: return nb::dlpack::dtype{static_cast<std::uint8_t>(nb::dlpack::dtype_code::Float), 16, 1};
-    case KvDtype::Fp32: return nb::dtype<float>();
-    case KvDtype::Fp8: return nb::dtype<std::uint8_t>();
+    case KvDtype::Bf16:
+      return nb::dlpack::dtype{static_cast<std::uint8_t>(nb::dlpack::dtype_code::Bfloat), 16, 1};
+    case KvDtype::Fp16:
+      return nb::dlpack::dtype{static_cast<std::uint8_t>(nb::dlpack::dtype_code::Float), 16, 1};
+    case KvDtype::Fp32:
+      return nb::dtype<float>();
+    case KvDtype::Fp8:
+      return nb::dtype<std::uint8_t>();
   }
   return nb::dtype<std::uint8_t>();
 }
@@ -36,8 +40,8 @@ Tensor kv_view(const std::shared_ptr<session::PageMemory>& memory, std::uint32_t
   memory::KvPool& pool = memory->pool();
   const KvLayout& layout = pool.layout();
   const KvGeometry& g = layout.geometry();
-  KVTIER_EXPECTS(layer < g.layers, "layer " + std::to_string(layer) + " is outside the layout's " + std::to_string(g.layers) +
-                 " layers");
+  KVTIER_EXPECTS(layer < g.layers,
+                 "layer " + std::to_string(layer) + " is outside the layout's " + std::to_string(g.layers) + " layers");
   const std::size_t element = as_bytes ? 1 : dtype_bytes(g.dtype);
   const std::size_t page_stride_bytes =
       layout.layout() == PageLayout::PageMajor ? layout.page_bytes() : layout.layer_page_bytes();
@@ -59,15 +63,16 @@ Tensor block_table_tensor(memory::Runtime& runtime, std::span<const std::span<co
                           std::uint32_t max_blocks) {
   std::size_t longest = 0;
   for (const auto table : tables) longest = std::max(longest, table.size());
-  KVTIER_EXPECTS(longest <= max_blocks, "a block table of " + std::to_string(longest) + " blocks does not fit max_blocks " +
-                 std::to_string(max_blocks));
+  KVTIER_EXPECTS(longest <= max_blocks, "a block table of " + std::to_string(longest) +
+                                            " blocks does not fit max_blocks " + std::to_string(max_blocks));
   const std::size_t rows = tables.size();
   const std::size_t bytes = std::max<std::size_t>(1, rows * max_blocks) * sizeof(std::int32_t);
   memory::PinnedBuffer staging = runtime.allocate_pinned(bytes);
   auto* host = static_cast<std::int32_t*>(staging.data());
   std::fill(host, host + rows * max_blocks, -1);
   for (std::size_t r = 0; r < rows; ++r) {
-    for (std::size_t b = 0; b < tables[r].size(); ++b) host[r * max_blocks + b] = static_cast<std::int32_t>(tables[r][b].value());
+    for (std::size_t b = 0; b < tables[r].size(); ++b)
+      host[r * max_blocks + b] = static_cast<std::int32_t>(tables[r][b].value());
   }
   auto device = std::make_unique<memory::DeviceBuffer>(runtime.allocate_device(bytes));
   memory::Stream stream = runtime.create_stream();

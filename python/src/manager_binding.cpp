@@ -61,7 +61,8 @@ void PyManager::add_callback(nb::callable callback) {
 
 bool PyManager::remove_callback(const nb::handle& callback) {
   ManagerSession& s = session();
-  const auto it = std::find_if(callbacks_.begin(), callbacks_.end(), [&](const nb::callable& c) { return c.is(callback); });
+  const auto it =
+      std::find_if(callbacks_.begin(), callbacks_.end(), [&](const nb::callable& c) { return c.is(callback); });
   if (it == callbacks_.end()) return false;
   callbacks_.erase(it);
   if (callbacks_.empty()) s.events().keep_fresh(false);
@@ -153,9 +154,10 @@ void bind_request(nb::module_& module) {
   nb::class_<RequestState>(module, "Request",
                            "A request the scheduler drives (Manager.add_request): its tokens, blocks and owner id.")
       .def_prop_ro("owner", [](const RequestState& r) { return r.owner.value(); })
-      .def_prop_ro("tokens", [](const RequestState& r) {
-        return std::vector<TokenId>(r.sequence.tokens().begin(), r.sequence.tokens().end());
-      })
+      .def_prop_ro("tokens",
+                   [](const RequestState& r) {
+                     return std::vector<TokenId>(r.sequence.tokens().begin(), r.sequence.tokens().end());
+                   })
       .def("__len__", [](const RequestState& r) { return r.sequence.len(); })
       .def_prop_ro("num_prompt_tokens", [](const RequestState& r) { return r.sequence.num_input_tokens(); })
       .def_prop_ro("generated_tokens", [](const RequestState& r) { return r.sequence.generated_tokens(); })
@@ -164,16 +166,20 @@ void bind_request(nb::module_& module) {
       .def_prop_ro("computed_tokens", [](const RequestState& r) { return r.computed_tokens; })
       .def_prop_ro("is_complete", [](const RequestState& r) { return r.sequence.is_complete(); })
       .def_prop_ro("finished", [](const RequestState& r) { return r.finished; })
-      .def_prop_ro("blocks", [](const RequestState& r) { return blocks_to_python(r.sequence.blocks()); },
-                   "Its blocks: an int sequence hash per full block, a uuid.UUID for the partial one.")
-      .def_prop_ro("plhs", [](const RequestState& r) {
-        nb::list out;
-        for (std::size_t i = 0; i < r.sequence.full_block_count(); ++i) {
-          const PositionalLineageHash plh = r.sequence.plh(i);
-          out.append(nb::make_tuple(plh.high(), plh.low()));
-        }
-        return out;
-      }, "The positional lineage hash of each full block, as (high, low) words.")
+      .def_prop_ro(
+          "blocks", [](const RequestState& r) { return blocks_to_python(r.sequence.blocks()); },
+          "Its blocks: an int sequence hash per full block, a uuid.UUID for the partial one.")
+      .def_prop_ro(
+          "plhs",
+          [](const RequestState& r) {
+            nb::list out;
+            for (std::size_t i = 0; i < r.sequence.full_block_count(); ++i) {
+              const PositionalLineageHash plh = r.sequence.plh(i);
+              out.append(nb::make_tuple(plh.high(), plh.low()));
+            }
+            return out;
+          },
+          "The positional lineage hash of each full block, as (high, low) words.")
       .def("__repr__", [](const RequestState& r) {
         return "Request(owner=" + std::to_string(r.owner.value()) + ", tokens=" + std::to_string(r.sequence.len()) +
                ", allocated=" + std::to_string(r.sequence.num_allocated_tokens()) + ")";
@@ -181,169 +187,196 @@ void bind_request(nb::module_& module) {
 }
 
 void bind_request_calls(nb::class_<PyManager>& c) {
-  c.def("add_request",
-        [](PyManager& m, std::vector<TokenId> prompt, std::size_t max_output_tokens, bool emit_token_ids,
-           std::optional<std::vector<TokenId>> planned_output) {
-          return m.session().new_request(std::move(prompt), max_output_tokens, emit_token_ids,
-                                         planned_output.value_or(std::vector<TokenId>{}));
-        },
-        "prompt"_a, "max_output_tokens"_a = 0, "emit_token_ids"_a = false, "planned_output"_a = nb::none(),
-        "A request over the prompt's token ids (nothing allocated yet). With emit_token_ids its Stored events carry "
-        "the blocks' token ids; planned_output are the tokens generate() appends before random ones.")
-      .def("resident_prefix", [](PyManager& m, RequestState& r) { return m.session().driver().resident_prefix(checked(m, r).sequence); },
-           "Leading full blocks of the request cached in G1 now.")
-      .def("prefill_cost", [](PyManager& m, RequestState& r) { return m.manager().get_prefill_cost(checked(m, r).sequence); })
-      .def("allocate",
-           [](PyManager& m, RequestState& r, std::optional<std::size_t> tokens, std::optional<std::size_t> reuse) {
-             checked(m, r);
-             KVTIER_EXPECTS(!r.finished, "the request has finished");
-             return m.call([&] {
-               ManagerSession& session = m.session();
-               const bool first = !r.admitted;
-               const std::size_t cached =
-                   first ? session.manager().get_prefill_cost(r.sequence).cached_tokens / session.manager().block_size() : 0;
-               const g1::G1Acquire acquire =
-                   session.driver().allocate(r.owner, r.sequence, tokens.value_or(r.sequence.len()), reuse);
-               if (first && acquire.is_ready()) {
-                 r.admitted = true;
-                 // Native reuses what it is told; KVBM matches the lineage itself.
-                 const bool told = reuse && session.manager().backend() == g1::G1Backend::Native;
-                 session.count_admission(r, told ? *reuse : cached);
-               }
-               return Acquire::from(acquire);
-             });
-           },
-           "request"_a, "tokens"_a = nb::none(), "reuse"_a = nb::none(),
-           "Allocates pages for the first `tokens` tokens (default: all). A native request reuses its resident prefix "
-           "unless `reuse` says how many blocks. Capacity exhaustion is a result, not an error; nothing changes then.")
-      .def("finalize",
-           [](PyManager& m, RequestState& r, std::size_t computed_tokens) {
-             checked(m, r);
-             KVTIER_EXPECTS(computed_tokens >= r.computed_tokens && computed_tokens <= r.sequence.num_allocated_tokens(), "finalize: computed tokens must stay within [" + std::to_string(r.computed_tokens) +
-                            ", " + std::to_string(r.sequence.num_allocated_tokens()) + "] (computed so far, allocated)");
-             m.call([&] {
-               m.session().driver().finalize(r.owner, r.sequence, r.computed_tokens, computed_tokens);
-               r.computed_tokens = computed_tokens;
-             });
-           },
-           "request"_a, "computed_tokens"_a,
-           "The request's first `computed_tokens` tokens now hold K/V: the native backend makes their full blocks "
-           "visible to other requests (KVBM blocks are visible at allocation).")
-      .def("generate",
-           [](PyManager& m, RequestState& r, std::optional<TokenId> token) {
-             checked(m, r);
-             KVTIER_EXPECTS(!r.finished, "the request has finished");
-             return m.call([&] {
-               const DecodeStepResult step = DecodeStepResult::from(m.session().driver().decode(r.owner, r.sequence, token));
-               if (step.finished) {
-                 r.finished = true;
-                 r.computed_tokens = 0;
-               } else if (step.acquire.result == "ready") {
-                 r.computed_tokens = r.sequence.len();
-               }
-               return step;
-             });
-           },
-           "request"_a, "token"_a = nb::none(),
-           "Appends one output token (`token`, else the next planned one, else a random id) and applies its signals. "
-           "On capacity_exhausted the token stays: allocate(request) retries its block. The last output token "
-           "releases every block (finished).")
-      .def("finish",
-           [](PyManager& m, RequestState& r) {
-             checked(m, r);
-             m.call([&] {
-               m.session().driver().release(r.owner, r.sequence);
-               r.finished = true;
-               r.computed_tokens = 0;
-             });
-           },
-           "Releases the request's blocks (leaf first); it cannot be allocated again.")
-      .def("preempt",
-           [](PyManager& m, RequestState& r) {
-             checked(m, r);
-             KVTIER_EXPECTS(!r.finished, "the request has finished");
-             m.call([&] {
-               m.session().driver().release(r.owner, r.sequence);
-               r.computed_tokens = 0;
-             });
-           },
-           "Releases the request's blocks and keeps its tokens: allocate it again to resume (recomputing).");
+  c.def(
+       "add_request",
+       [](PyManager& m, std::vector<TokenId> prompt, std::size_t max_output_tokens, bool emit_token_ids,
+          std::optional<std::vector<TokenId>> planned_output) {
+         return m.session().new_request(std::move(prompt), max_output_tokens, emit_token_ids,
+                                        planned_output.value_or(std::vector<TokenId>{}));
+       },
+       "prompt"_a, "max_output_tokens"_a = 0, "emit_token_ids"_a = false, "planned_output"_a = nb::none(),
+       "A request over the prompt's token ids (nothing allocated yet). With emit_token_ids its Stored events carry "
+       "the blocks' token ids; planned_output are the tokens generate() appends before random ones.")
+      .def(
+          "resident_prefix",
+          [](PyManager& m, RequestState& r) { return m.session().driver().resident_prefix(checked(m, r).sequence); },
+          "Leading full blocks of the request cached in G1 now.")
+      .def("prefill_cost",
+           [](PyManager& m, RequestState& r) { return m.manager().get_prefill_cost(checked(m, r).sequence); })
+      .def(
+          "allocate",
+          [](PyManager& m, RequestState& r, std::optional<std::size_t> tokens, std::optional<std::size_t> reuse) {
+            checked(m, r);
+            KVTIER_EXPECTS(!r.finished, "the request has finished");
+            return m.call([&] {
+              ManagerSession& session = m.session();
+              const bool first = !r.admitted;
+              const std::size_t cached =
+                  first ? session.manager().get_prefill_cost(r.sequence).cached_tokens / session.manager().block_size()
+                        : 0;
+              const g1::G1Acquire acquire =
+                  session.driver().allocate(r.owner, r.sequence, tokens.value_or(r.sequence.len()), reuse);
+              if (first && acquire.is_ready()) {
+                r.admitted = true;
+                // Native reuses what it is told; KVBM matches the lineage itself.
+                const bool told = reuse && session.manager().backend() == g1::G1Backend::Native;
+                session.count_admission(r, told ? *reuse : cached);
+              }
+              return Acquire::from(acquire);
+            });
+          },
+          "request"_a, "tokens"_a = nb::none(), "reuse"_a = nb::none(),
+          "Allocates pages for the first `tokens` tokens (default: all). A native request reuses its resident prefix "
+          "unless `reuse` says how many blocks. Capacity exhaustion is a result, not an error; nothing changes then.")
+      .def(
+          "finalize",
+          [](PyManager& m, RequestState& r, std::size_t computed_tokens) {
+            checked(m, r);
+            KVTIER_EXPECTS(computed_tokens >= r.computed_tokens && computed_tokens <= r.sequence.num_allocated_tokens(),
+                           "finalize: computed tokens must stay within [" + std::to_string(r.computed_tokens) + ", " +
+                               std::to_string(r.sequence.num_allocated_tokens()) + "] (computed so far, allocated)");
+            m.call([&] {
+              m.session().driver().finalize(r.owner, r.sequence, r.computed_tokens, computed_tokens);
+              r.computed_tokens = computed_tokens;
+            });
+          },
+          "request"_a, "computed_tokens"_a,
+          "The request's first `computed_tokens` tokens now hold K/V: the native backend makes their full blocks "
+          "visible to other requests (KVBM blocks are visible at allocation).")
+      .def(
+          "generate",
+          [](PyManager& m, RequestState& r, std::optional<TokenId> token) {
+            checked(m, r);
+            KVTIER_EXPECTS(!r.finished, "the request has finished");
+            return m.call([&] {
+              const DecodeStepResult step =
+                  DecodeStepResult::from(m.session().driver().decode(r.owner, r.sequence, token));
+              if (step.finished) {
+                r.finished = true;
+                r.computed_tokens = 0;
+              } else if (step.acquire.result == "ready") {
+                r.computed_tokens = r.sequence.len();
+              }
+              return step;
+            });
+          },
+          "request"_a, "token"_a = nb::none(),
+          "Appends one output token (`token`, else the next planned one, else a random id) and applies its signals. "
+          "On capacity_exhausted the token stays: allocate(request) retries its block. The last output token "
+          "releases every block (finished).")
+      .def(
+          "finish",
+          [](PyManager& m, RequestState& r) {
+            checked(m, r);
+            m.call([&] {
+              m.session().driver().release(r.owner, r.sequence);
+              r.finished = true;
+              r.computed_tokens = 0;
+            });
+          },
+          "Releases the request's blocks (leaf first); it cannot be allocated again.")
+      .def(
+          "preempt",
+          [](PyManager& m, RequestState& r) {
+            checked(m, r);
+            KVTIER_EXPECTS(!r.finished, "the request has finished");
+            m.call([&] {
+              m.session().driver().release(r.owner, r.sequence);
+              r.computed_tokens = 0;
+            });
+          },
+          "Releases the request's blocks and keeps its tokens: allocate it again to resume (recomputing).");
 }
 
 void bind_pages(nb::class_<PyManager>& c) {
-  c.def("block_table", [](PyManager& m, nb::handle owner) { return host_block_table(m.manager().block_table(existing_owner(m, owner))); },
-        "owner"_a, "The physical page ids of a request's (or an owner's) blocks, in order: a 1-D int32 numpy array (a copy).")
-      .def("block_tables",
-           [](PyManager& m, std::vector<nb::handle> owners, std::optional<std::uint32_t> max_blocks) {
-             // A table holds distinct pages: one wider than the pool is padding only.
-             if (max_blocks && *max_blocks > m.manager().max_capacity()) {
-               throw nb::value_error(("max_blocks " + std::to_string(*max_blocks) + " is more than the pool's " +
-                                      std::to_string(m.manager().max_capacity()) + " pages: no table can be that long")
-                                         .c_str());
-             }
-             std::vector<std::span<const PageId>> tables;
-             std::size_t longest = 0;
-             for (nb::handle owner : owners) {
-               tables.push_back(m.manager().block_table(existing_owner(m, owner)));
-               longest = std::max(longest, tables.back().size());
-             }
-             return block_table_tensor(m.session().runtime(), tables,
-                                       max_blocks.value_or(static_cast<std::uint32_t>(std::max<std::size_t>(longest, 1))));
-           },
-           "owners"_a, "max_blocks"_a = nb::none(),
-           "The padded [len(owners), max_blocks] int32 block tables (-1 padding) in the runtime's device memory, as a "
-           "DLPack tensor a paged-attention kernel reads (torch.from_dlpack on CUDA, numpy on the host runtime).")
-      .def("kv_cache",
-           [](PyManager& m, std::uint32_t layer, bool as_bytes) {
-             const auto memory = m.session().page_memory();
-             return std::make_pair(kv_view(memory, layer, KvPart::Key, as_bytes),
-                                   kv_view(memory, layer, KvPart::Value, as_bytes));
-           },
-           "layer"_a, "as_bytes"_a = false,
-           "(K, V) of one layer over the real G1 slab, no copy: shape [pages, block_size, kv_heads, head_dim], "
-           "strides from the page layout, the layout's dtype (fp8 as uint8); as_bytes=True gives uint8 with the last "
-           "dimension in bytes. The views keep the pages alive, also after close().")
-      .def("write_pattern",
-           [](PyManager& m, nb::handle owner) {
-             const g1::OwnerId id = existing_owner(m, owner);
-             const auto pages = m.manager().block_table(id);
-             m.session().pool().fill_pattern(pages, m.session().pattern_identities(id));
-             std::vector<std::uint32_t> out;
-             for (PageId page : pages) out.push_back(page.value());
-             return out;
-           },
-           "owner"_a, "Writes each block's page pattern (pattern_identity) into its page; returns the pages written.")
-      .def("verify",
-           [](PyManager& m, nb::handle owner) {
-             const g1::OwnerId id = existing_owner(m, owner);
-             const auto pages = m.manager().block_table(id);
-             std::vector<std::uint32_t> out;
-             for (PageId page : m.session().pool().find_pattern_mismatches(pages, m.session().pattern_identities(id))) {
-               out.push_back(page.value());
-             }
-             return out;
-           },
-           "owner"_a, "The owner's pages whose bytes differ from their block's page pattern (empty: all intact).")
-      .def("read_page",
-           [](PyManager& m, std::uint32_t page) {
-             std::string bytes;
-             const PageId id(page);
-             m.session().pool().read_pages(std::span<const PageId>(&id, 1), [&](std::size_t, std::span<const std::byte> b) {
-               bytes.assign(reinterpret_cast<const char*>(b.data()), b.size());
-             });
-             return nb::bytes(bytes.data(), bytes.size());
-           },
-           "page"_a, "A copy of one page's bytes in logical order [layer][K|V][token][head][dim].")
-      .def_static("pattern_identity", [](nb::handle block) { return session::Session::pattern_identity(block_from_python(block)); },
-                  "block"_a, "The identity whose page pattern write_pattern writes for a block (int hash or uuid.UUID).");
+  c.def(
+       "block_table",
+       [](PyManager& m, nb::handle owner) {
+         return host_block_table(m.manager().block_table(existing_owner(m, owner)));
+       },
+       "owner"_a,
+       "The physical page ids of a request's (or an owner's) blocks, in order: a 1-D int32 numpy array (a copy).")
+      .def(
+          "block_tables",
+          [](PyManager& m, std::vector<nb::handle> owners, std::optional<std::uint32_t> max_blocks) {
+            // A table holds distinct pages: one wider than the pool is padding only.
+            if (max_blocks && *max_blocks > m.manager().max_capacity()) {
+              throw nb::value_error(("max_blocks " + std::to_string(*max_blocks) + " is more than the pool's " +
+                                     std::to_string(m.manager().max_capacity()) + " pages: no table can be that long")
+                                        .c_str());
+            }
+            std::vector<std::span<const PageId>> tables;
+            std::size_t longest = 0;
+            for (nb::handle owner : owners) {
+              tables.push_back(m.manager().block_table(existing_owner(m, owner)));
+              longest = std::max(longest, tables.back().size());
+            }
+            return block_table_tensor(
+                m.session().runtime(), tables,
+                max_blocks.value_or(static_cast<std::uint32_t>(std::max<std::size_t>(longest, 1))));
+          },
+          "owners"_a, "max_blocks"_a = nb::none(),
+          "The padded [len(owners), max_blocks] int32 block tables (-1 padding) in the runtime's device memory, as a "
+          "DLPack tensor a paged-attention kernel reads (torch.from_dlpack on CUDA, numpy on the host runtime).")
+      .def(
+          "kv_cache",
+          [](PyManager& m, std::uint32_t layer, bool as_bytes) {
+            const auto memory = m.session().page_memory();
+            return std::make_pair(kv_view(memory, layer, KvPart::Key, as_bytes),
+                                  kv_view(memory, layer, KvPart::Value, as_bytes));
+          },
+          "layer"_a, "as_bytes"_a = false,
+          "(K, V) of one layer over the real G1 slab, no copy: shape [pages, block_size, kv_heads, head_dim], "
+          "strides from the page layout, the layout's dtype (fp8 as uint8); as_bytes=True gives uint8 with the last "
+          "dimension in bytes. The views keep the pages alive, also after close().")
+      .def(
+          "write_pattern",
+          [](PyManager& m, nb::handle owner) {
+            const g1::OwnerId id = existing_owner(m, owner);
+            const auto pages = m.manager().block_table(id);
+            m.session().pool().fill_pattern(pages, m.session().pattern_identities(id));
+            std::vector<std::uint32_t> out;
+            for (PageId page : pages) out.push_back(page.value());
+            return out;
+          },
+          "owner"_a, "Writes each block's page pattern (pattern_identity) into its page; returns the pages written.")
+      .def(
+          "verify",
+          [](PyManager& m, nb::handle owner) {
+            const g1::OwnerId id = existing_owner(m, owner);
+            const auto pages = m.manager().block_table(id);
+            std::vector<std::uint32_t> out;
+            for (PageId page : m.session().pool().find_pattern_mismatches(pages, m.session().pattern_identities(id))) {
+              out.push_back(page.value());
+            }
+            return out;
+          },
+          "owner"_a, "The owner's pages whose bytes differ from their block's page pattern (empty: all intact).")
+      .def(
+          "read_page",
+          [](PyManager& m, std::uint32_t page) {
+            std::string bytes;
+            const PageId id(page);
+            m.session().pool().read_pages(std::span<const PageId>(&id, 1),
+                                          [&](std::size_t, std::span<const std::byte> b) {
+                                            bytes.assign(reinterpret_cast<const char*>(b.data()), b.size());
+                                          });
+            return nb::bytes(bytes.data(), bytes.size());
+          },
+          "page"_a, "A copy of one page's bytes in logical order [layer][K|V][token][head][dim].")
+      .def_static(
+          "pattern_identity",
+          [](nb::handle block) { return session::Session::pattern_identity(block_from_python(block)); }, "block"_a,
+          "The identity whose page pattern write_pattern writes for a block (int hash or uuid.UUID).");
 }
 
 void bind_events(nb::class_<PyManager>& c) {
   c.def("take_events", &PyManager::take_events,
         "The events not taken yet, oldest first, as dicts in the script's format "
         "({'id', 'dp_rank', 'tier', 'type': 'stored'|'removed', ...}).")
-      .def("events", [](PyManager& m) { return nb::iter(m.take_events()); },
-           "An iterator over the events not taken yet (the queue is drained when it is made).")
+      .def(
+          "events", [](PyManager& m) { return nb::iter(m.take_events()); },
+          "An iterator over the events not taken yet (the queue is drained when it is made).")
       .def("add_event_callback", &PyManager::add_callback, "callback"_a,
            "Calls callback(event) for every later event, right after the call that made it.")
       .def("remove_event_callback", &PyManager::remove_callback, "callback"_a);
@@ -360,80 +393,93 @@ void bind_manager(nb::module_& module) {
   nb::class_<PyManager> c(module, "Manager", nb::type_slots(slots),
                           "A G1 manager over real pages: the native (vLLM-style) or KVBM backend, a pool of pages "
                           "in device memory (host memory on the host runtime) and an optional G2 host tier.");
-  c.def("__init__",
-        [](PyManager* self, std::string backend, std::optional<std::string> eviction, std::uint32_t capacity,
-           std::uint32_t block_size, std::uint32_t layers, std::uint32_t kv_heads, std::uint32_t head_dim,
-           std::string dtype, std::string layout, std::string device, std::uint32_t host_blocks,
-           std::optional<std::uint32_t> offload_batch, bool verify_swaps, bool prefix_caching, std::uint32_t dp_rank,
-           std::uint64_t seed, std::size_t max_pending_events, std::vector<nb::handle> publishers) {
-          std::vector<std::shared_ptr<KvEventSink>> sinks;
-          for (nb::handle publisher : publishers) {
+  c.def(
+      "__init__",
+      [](PyManager* self, std::string backend, std::optional<std::string> eviction, std::uint32_t capacity,
+         std::uint32_t block_size, std::uint32_t layers, std::uint32_t kv_heads, std::uint32_t head_dim,
+         std::string dtype, std::string layout, std::string device, std::uint32_t host_blocks,
+         std::optional<std::uint32_t> offload_batch, bool verify_swaps, bool prefix_caching, std::uint32_t dp_rank,
+         std::uint64_t seed, std::size_t max_pending_events, std::vector<nb::handle> publishers) {
+        std::vector<std::shared_ptr<KvEventSink>> sinks;
+        for (nb::handle publisher : publishers) {
 #if KVTIER_WITH_ZMQ
-            if (!nb::isinstance<events::ZmqEventPublisher>(publisher)) {
-              throw nb::type_error(("publishers must be kvtier.ZmqEventPublisher objects, not " +
-                                    std::string(nb::type_name(publisher.type()).c_str()))
-                                       .c_str());
-            }
-            auto sink = nb::cast<std::shared_ptr<events::ZmqEventPublisher>>(publisher);
-            sink->set_block_size(block_size);
-            sinks.push_back(std::move(sink));
-#else
-            (void)publisher;
-            throw ConfigError("this build of kvtier has no ZMQ publisher (libzmq3-dev and libmsgpack-cxx-dev)");
-#endif
+          if (!nb::isinstance<events::ZmqEventPublisher>(publisher)) {
+            throw nb::type_error(("publishers must be kvtier.ZmqEventPublisher objects, not " +
+                                  std::string(nb::type_name(publisher.type()).c_str()))
+                                     .c_str());
           }
-          ManagerOptions options{.seed = seed, .max_pending_events = max_pending_events};
-          session::SessionConfig& config = options.session;
-          config.set_backend(backend, eviction);
-          config.manager.capacity = capacity;
-          config.manager.block_size = block_size;
-          config.manager.dp_rank = dp_rank;
-          config.manager.enable_prefix_caching = prefix_caching;
-          config.geometry = KvGeometry{
-              .layers = layers, .kv_heads = kv_heads, .head_dim = head_dim, .dtype = parse_dtype(dtype), .tokens_per_block = block_size};
-          config.layout = parse_page_layout(layout);
-          config.device = memory::parse_runtime_choice(device);
-          config.host_blocks = host_blocks;
-          config.offload_batch = offload_batch;
-          config.verify_swaps = verify_swaps;
-          new (self) PyManager(std::move(options), std::move(sinks));
-        },
-        // The defaults are every front door's (session::SessionConfig).
-        nb::kw_only(), "backend"_a = g1::backend_name(kDefaults.manager.backend), "eviction"_a = nb::none(),
-        "capacity"_a = kDefaults.manager.capacity, "block_size"_a = kDefaults.manager.block_size,
-        "layers"_a = kDefaults.geometry.layers, "kv_heads"_a = kDefaults.geometry.kv_heads,
-        "head_dim"_a = kDefaults.geometry.head_dim, "dtype"_a = dtype_name(kDefaults.geometry.dtype),
-        "layout"_a = page_layout_name(kDefaults.layout), "device"_a = "auto", "host_blocks"_a = kDefaults.host_blocks,
-        "offload_batch"_a = nb::none(), "verify_swaps"_a = kDefaults.verify_swaps,
-        "prefix_caching"_a = kDefaults.manager.enable_prefix_caching, "dp_rank"_a = kDefaults.manager.dp_rank,
-        "seed"_a = 0, "max_pending_events"_a = ManagerOptions{}.max_pending_events,
-        "publishers"_a = std::vector<nb::handle>{});
+          auto sink = nb::cast<std::shared_ptr<events::ZmqEventPublisher>>(publisher);
+          sink->set_block_size(block_size);
+          sinks.push_back(std::move(sink));
+#else
+          (void)publisher;
+          throw ConfigError("this build of kvtier has no ZMQ publisher (libzmq3-dev and libmsgpack-cxx-dev)");
+#endif
+        }
+        ManagerOptions options{.seed = seed, .max_pending_events = max_pending_events};
+        session::SessionConfig& config = options.session;
+        config.set_backend(backend, eviction);
+        config.manager.capacity = capacity;
+        config.manager.block_size = block_size;
+        config.manager.dp_rank = dp_rank;
+        config.manager.enable_prefix_caching = prefix_caching;
+        config.geometry = KvGeometry{.layers = layers,
+                                     .kv_heads = kv_heads,
+                                     .head_dim = head_dim,
+                                     .dtype = parse_dtype(dtype),
+                                     .tokens_per_block = block_size};
+        config.layout = parse_page_layout(layout);
+        config.device = memory::parse_runtime_choice(device);
+        config.host_blocks = host_blocks;
+        config.offload_batch = offload_batch;
+        config.verify_swaps = verify_swaps;
+        new (self) PyManager(std::move(options), std::move(sinks));
+      },
+      // The defaults are every front door's (session::SessionConfig).
+      nb::kw_only(), "backend"_a = g1::backend_name(kDefaults.manager.backend), "eviction"_a = nb::none(),
+      "capacity"_a = kDefaults.manager.capacity, "block_size"_a = kDefaults.manager.block_size,
+      "layers"_a = kDefaults.geometry.layers, "kv_heads"_a = kDefaults.geometry.kv_heads,
+      "head_dim"_a = kDefaults.geometry.head_dim, "dtype"_a = dtype_name(kDefaults.geometry.dtype),
+      "layout"_a = page_layout_name(kDefaults.layout), "device"_a = "auto", "host_blocks"_a = kDefaults.host_blocks,
+      "offload_batch"_a = nb::none(), "verify_swaps"_a = kDefaults.verify_swaps,
+      "prefix_caching"_a = kDefaults.manager.enable_prefix_caching, "dp_rank"_a = kDefaults.manager.dp_rank,
+      "seed"_a = 0, "max_pending_events"_a = ManagerOptions{}.max_pending_events,
+      "publishers"_a = std::vector<nb::handle>{});
   c.def_prop_ro("backend", [](PyManager& m) { return std::string(g1::backend_name(m.manager().backend())); })
-      .def_prop_ro("eviction", [](PyManager& m) {
-        return m.manager().backend() == g1::G1Backend::Kvbm ? std::optional<std::string>(g1::eviction_backend_name(m.manager().eviction_backend()))
-                                                            : std::nullopt;
-      })
+      .def_prop_ro("eviction",
+                   [](PyManager& m) {
+                     return m.manager().backend() == g1::G1Backend::Kvbm
+                                ? std::optional<std::string>(g1::eviction_backend_name(m.manager().eviction_backend()))
+                                : std::nullopt;
+                   })
       .def_prop_ro("capacity", [](PyManager& m) { return m.manager().max_capacity(); })
       .def_prop_ro("block_size", [](PyManager& m) { return m.manager().block_size(); })
-      .def_prop_ro("device", [](PyManager& m) { return std::string(memory::runtime_kind_name(m.session().runtime().kind())); })
-      .def_prop_ro("dtype", [](PyManager& m) { return std::string(dtype_name(m.session().pool().layout().geometry().dtype)); })
-      .def_prop_ro("layout", [](PyManager& m) { return std::string(page_layout_name(m.session().pool().layout().layout())); })
+      .def_prop_ro("device",
+                   [](PyManager& m) { return std::string(memory::runtime_kind_name(m.session().runtime().kind())); })
+      .def_prop_ro("dtype",
+                   [](PyManager& m) { return std::string(dtype_name(m.session().pool().layout().geometry().dtype)); })
+      .def_prop_ro("layout",
+                   [](PyManager& m) { return std::string(page_layout_name(m.session().pool().layout().layout())); })
       .def_prop_ro("layers", [](PyManager& m) { return m.session().pool().layout().geometry().layers; })
       .def_prop_ro("kv_heads", [](PyManager& m) { return m.session().pool().layout().geometry().kv_heads; })
       .def_prop_ro("head_dim", [](PyManager& m) { return m.session().pool().layout().geometry().head_dim; })
       .def_prop_ro("page_bytes", [](PyManager& m) { return m.session().pool().layout().page_bytes(); })
-      .def("metrics", &metrics, "Block counts (the spec's §1.4), the G2 tier's counters, metadata bytes, dropped events.")
+      .def("metrics", &metrics,
+           "Block counts (the spec's §1.4), the G2 tier's counters, metadata bytes, dropped events.")
       .def("prometheus_text", &prometheus_text,
            "Every tier's usage, hits, misses, evictions, copies and failures in Prometheus' text format "
            "(kvtier:* series, docs/metrics.md); hits count at each request's first allocate().")
-      .def("audit", [](PyManager& m) { m.manager().audit(); }, "Checks the backend's invariants (InvariantError if broken).")
+      .def(
+          "audit", [](PyManager& m) { m.manager().audit(); },
+          "Checks the backend's invariants (InvariantError if broken).")
       .def("close", &PyManager::close,
            "Waits for the copies in flight, then frees the manager, its G2 tier and its callbacks; the G1 pages live "
            "on while a view of them does. Every later call raises ContractError. Idempotent.")
       .def_prop_ro("closed", &PyManager::closed)
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
-      .def("__exit__", [](PyManager& m, nb::handle, nb::handle, nb::handle) { m.close(); }, nb::arg().none(),
-           nb::arg().none(), nb::arg().none());
+      .def(
+          "__exit__", [](PyManager& m, nb::handle, nb::handle, nb::handle) { m.close(); }, nb::arg().none(),
+          nb::arg().none(), nb::arg().none());
   bind_request_calls(c);
   bind_pages(c);
   bind_events(c);

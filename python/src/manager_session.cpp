@@ -64,7 +64,8 @@ ManagerSession::ManagerSession(ManagerOptions options, std::vector<std::shared_p
 }
 
 void ManagerSession::check_caller_owner(std::uint64_t owner) {
-  KVTIER_EXPECTS(owner < kFirstRequestOwner, "owner " + std::to_string(owner) + " is a request's: MoveBlock-level owners are below 2^63");
+  KVTIER_EXPECTS(owner < kFirstRequestOwner,
+                 "owner " + std::to_string(owner) + " is a request's: MoveBlock-level owners are below 2^63");
 }
 
 RequestState ManagerSession::new_request(std::vector<TokenId> prompt, std::size_t max_output_tokens,

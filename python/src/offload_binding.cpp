@@ -43,7 +43,8 @@ std::vector<PositionalLineageHash> tier_keys(PyManager& m, nb::handle keys) {
   if (kvbm) return plhs_from_python(keys);
   for (nb::handle key : keys) {
     const bool hash = nb::isinstance<nb::int_>(key) && !nb::isinstance<nb::bool_>(key);
-    out.push_back(hash ? g1::native_tier_key(SequenceHash(unsigned_from_python(key, "a block hash"))) : plh_from_python(key));
+    out.push_back(hash ? g1::native_tier_key(SequenceHash(unsigned_from_python(key, "a block hash")))
+                       : plh_from_python(key));
   }
   return out;
 }
@@ -51,85 +52,99 @@ std::vector<PositionalLineageHash> tier_keys(PyManager& m, nb::handle keys) {
 }  // namespace
 
 void bind_offload_calls(nb::class_<PyManager>& c) {
-  c.def("collect_offloads",
-        [](PyManager& m, bool wait) {
-          const g1::TierProgress progress = m.call([&] { return m.manager().collect_offloads(wait); });
-          nb::dict out;
-          out["completed"] = progress.completed;
-          out["failed"] = progress.failed;
-          std::vector<std::uint32_t> released;
-          for (PageId page : progress.released) released.push_back(page.value());
-          out["released_pages"] = released;
-          return out;
-        },
-        "wait"_a = false,
-        "Applies the copies that ended (with wait=True, every one in flight): G2 blocks land (HostPinned Stored "
-        "events), G1 pages their copies read are freed.")
-      .def("is_host_cached", [](PyManager& m, std::uint64_t hash) { return m.manager().is_host_cached(SequenceHash(hash)); },
-           "hash"_a, "Whether the block is resident in the G2 host tier.")
+  c.def(
+       "collect_offloads",
+       [](PyManager& m, bool wait) {
+         const g1::TierProgress progress = m.call([&] { return m.manager().collect_offloads(wait); });
+         nb::dict out;
+         out["completed"] = progress.completed;
+         out["failed"] = progress.failed;
+         std::vector<std::uint32_t> released;
+         for (PageId page : progress.released) released.push_back(page.value());
+         out["released_pages"] = released;
+         return out;
+       },
+       "wait"_a = false,
+       "Applies the copies that ended (with wait=True, every one in flight): G2 blocks land (HostPinned Stored "
+       "events), G1 pages their copies read are freed.")
+      .def(
+          "is_host_cached",
+          [](PyManager& m, std::uint64_t hash) { return m.manager().is_host_cached(SequenceHash(hash)); }, "hash"_a,
+          "Whether the block is resident in the G2 host tier.")
       .def("earliest_offload_deadline", [](PyManager& m) { return m.manager().earliest_offload_deadline(); })
-      .def("pin_prefix",
-           [](PyManager& m, nb::handle plhs) -> std::optional<PrefixPinsHandle> {
-             const auto list = tier_keys(m, plhs);
-             auto pins = m.call_or_give_back([&] { return m.manager().try_pin_g1_prefix(list); },
-                                             [&](auto& held) {
-                                               if (held) m.manager().release_g1_prefix_pins(std::move(*held));
-                                             });
-             if (!pins) return std::nullopt;
-             return PrefixPinsHandle{m.session().id(), std::move(pins)};
-           },
-           "plhs"_a,
-           "Pins every listed block registered in G1, or none (None). `plhs`: a Request (its full blocks), or its "
-           "keys: PLHs on KVBM, block hashes (ints) on native.")
-      .def("release_prefix_pins",
-           [](PyManager& m, PrefixPinsHandle& pins) {
-             auto held = take_pins(m, &pins);
-             m.call([&] { m.manager().release_g1_prefix_pins(std::move(*held)); });
-           },
-           "pins"_a)
-      .def("swap_in",
-           [](PyManager& m, nb::handle plhs, std::optional<PrefixPinsHandle*> pins, double now_ms) {
-             const auto list = tier_keys(m, plhs);
-             // Checked before the call consumes them: a spent or foreign handle changes nothing.
-             if (pins && *pins != nullptr) check_pins(m, **pins);
-             const g1::SwapInStart start = m.call_or_give_back(
-                 [&] { return m.manager().try_batch_swap_in(list, take_pins(m, pins), now_ms); },
-                 [&](const g1::SwapInStart& started) {
-                   if (started.status == g1::SwapInStatus::Scheduled) m.manager().cancel_swap_in(started.swap_in_id);
-                 });
-             nb::dict out;
-             switch (start.status) {
-               case g1::SwapInStatus::NoHits: out["status"] = "no_hits"; break;
-               case g1::SwapInStatus::Scheduled:
-                 out["status"] = "scheduled";
-                 out["swap_in_id"] = start.swap_in_id;
-                 out["count"] = start.count;
-                 break;
-               case g1::SwapInStatus::BlockedOnG1Offload:
-                 out["status"] = "blocked_on_offload";
-                 out["offload_id"] = start.offload_id;
-                 break;
-             }
-             return out;
-           },
-           "plhs"_a, "pins"_a = nb::none(), "now_ms"_a = 0.0,
-           "Starts copying the G2-resident prefix of `plhs` (a Request, or keys as pin_prefix takes) into fresh G1 "
-           "pages (the pins, if given, are consumed).")
-      .def("register_swap_in",
-           [](PyManager& m, std::uint64_t swap_in_id) {
-             const g1::SwapInRegistration r = m.call([&] {
-               const g1::SwapInRegistration done = m.manager().register_completed_swap_in(swap_in_id);
-               m.session().count_swap_in(done.registered);
-               return done;
-             });
-             nb::dict out;
-             out["failed"] = r.failed;
-             out["registered"] = r.registered;
-             return out;
-           },
-           "swap_in_id"_a, "Waits for the swap-in's copy and registers its blocks as inactive G1 blocks.")
-      .def("cancel_swap_in", [](PyManager& m, std::uint64_t swap_in_id) { return m.call([&] { return m.manager().cancel_swap_in(swap_in_id); }); },
-           "swap_in_id"_a);
+      .def(
+          "pin_prefix",
+          [](PyManager& m, nb::handle plhs) -> std::optional<PrefixPinsHandle> {
+            const auto list = tier_keys(m, plhs);
+            auto pins = m.call_or_give_back([&] { return m.manager().try_pin_g1_prefix(list); },
+                                            [&](auto& held) {
+                                              if (held) m.manager().release_g1_prefix_pins(std::move(*held));
+                                            });
+            if (!pins) return std::nullopt;
+            return PrefixPinsHandle{m.session().id(), std::move(pins)};
+          },
+          "plhs"_a,
+          "Pins every listed block registered in G1, or none (None). `plhs`: a Request (its full blocks), or its "
+          "keys: PLHs on KVBM, block hashes (ints) on native.")
+      .def(
+          "release_prefix_pins",
+          [](PyManager& m, PrefixPinsHandle& pins) {
+            auto held = take_pins(m, &pins);
+            m.call([&] { m.manager().release_g1_prefix_pins(std::move(*held)); });
+          },
+          "pins"_a)
+      .def(
+          "swap_in",
+          [](PyManager& m, nb::handle plhs, std::optional<PrefixPinsHandle*> pins, double now_ms) {
+            const auto list = tier_keys(m, plhs);
+            // Checked before the call consumes them: a spent or foreign handle changes nothing.
+            if (pins && *pins != nullptr) check_pins(m, **pins);
+            const g1::SwapInStart start =
+                m.call_or_give_back([&] { return m.manager().try_batch_swap_in(list, take_pins(m, pins), now_ms); },
+                                    [&](const g1::SwapInStart& started) {
+                                      if (started.status == g1::SwapInStatus::Scheduled)
+                                        m.manager().cancel_swap_in(started.swap_in_id);
+                                    });
+            nb::dict out;
+            switch (start.status) {
+              case g1::SwapInStatus::NoHits:
+                out["status"] = "no_hits";
+                break;
+              case g1::SwapInStatus::Scheduled:
+                out["status"] = "scheduled";
+                out["swap_in_id"] = start.swap_in_id;
+                out["count"] = start.count;
+                break;
+              case g1::SwapInStatus::BlockedOnG1Offload:
+                out["status"] = "blocked_on_offload";
+                out["offload_id"] = start.offload_id;
+                break;
+            }
+            return out;
+          },
+          "plhs"_a, "pins"_a = nb::none(), "now_ms"_a = 0.0,
+          "Starts copying the G2-resident prefix of `plhs` (a Request, or keys as pin_prefix takes) into fresh G1 "
+          "pages (the pins, if given, are consumed).")
+      .def(
+          "register_swap_in",
+          [](PyManager& m, std::uint64_t swap_in_id) {
+            const g1::SwapInRegistration r = m.call([&] {
+              const g1::SwapInRegistration done = m.manager().register_completed_swap_in(swap_in_id);
+              m.session().count_swap_in(done.registered);
+              return done;
+            });
+            nb::dict out;
+            out["failed"] = r.failed;
+            out["registered"] = r.registered;
+            return out;
+          },
+          "swap_in_id"_a, "Waits for the swap-in's copy and registers its blocks as inactive G1 blocks.")
+      .def(
+          "cancel_swap_in",
+          [](PyManager& m, std::uint64_t swap_in_id) {
+            return m.call([&] { return m.manager().cancel_swap_in(swap_in_id); });
+          },
+          "swap_in_id"_a);
 }
 
 }  // namespace kvtier::python

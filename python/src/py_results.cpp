@@ -12,10 +12,13 @@ namespace kvtier::python {
 
 Acquire Acquire::from(const g1::G1Acquire& acquire) {
   switch (acquire.kind) {
-    case g1::G1Acquire::Kind::Ready: return Acquire{.result = "ready", .count = acquire.count};
-    case g1::G1Acquire::Kind::CapacityExhausted: return Acquire{.result = "capacity_exhausted"};
+    case g1::G1Acquire::Kind::Ready:
+      return Acquire{.result = "ready", .count = acquire.count};
+    case g1::G1Acquire::Kind::CapacityExhausted:
+      return Acquire{.result = "capacity_exhausted"};
     case g1::G1Acquire::Kind::BlockedOnOffload:
-      return Acquire{.result = "blocked_on_offload", .offload_id = acquire.offload_id, .deadline_ms = acquire.deadline_ms};
+      return Acquire{
+          .result = "blocked_on_offload", .offload_id = acquire.offload_id, .deadline_ms = acquire.deadline_ms};
   }
   return Acquire{};
 }
@@ -54,14 +57,15 @@ void bind_results(nb::module_& m) {
       .def_ro("cached_tokens", &g1::PrefillCost::cached_tokens)
       .def_ro("active_cached_tokens", &g1::PrefillCost::active_cached_tokens)
       .def("__repr__", [](const g1::PrefillCost& c) {
-        return "PrefillCost(new_blocks=" + std::to_string(c.new_blocks) + ", new_tokens=" + std::to_string(c.new_tokens) +
-               ", cached_tokens=" + std::to_string(c.cached_tokens) +
+        return "PrefillCost(new_blocks=" + std::to_string(c.new_blocks) +
+               ", new_tokens=" + std::to_string(c.new_tokens) + ", cached_tokens=" + std::to_string(c.cached_tokens) +
                ", active_cached_tokens=" + std::to_string(c.active_cached_tokens) + ")";
       });
-  nb::class_<DecodeReservationHandle>(m, "DecodeReservation", "Capacity promised for decode growth (consumed by release_decode).")
+  nb::class_<DecodeReservationHandle>(m, "DecodeReservation",
+                                      "Capacity promised for decode growth (consumed by release_decode).")
       .def_prop_ro("live", [](const DecodeReservationHandle& h) { return h.reservation.has_value(); });
   nb::class_<DestinationReservationHandle>(m, "DestinationReservation",
-                                          "A disaggregated request's destination blocks (activate or cancel it once).")
+                                           "A disaggregated request's destination blocks (activate or cancel it once).")
       .def_prop_ro("live", [](const DestinationReservationHandle& h) { return h.reservation.has_value(); })
       .def_prop_ro("transferable_prompt_tokens", [](const DestinationReservationHandle& h) {
         return h.reservation ? h.reservation->transferable_prompt_tokens : std::size_t{0};

@@ -57,8 +57,9 @@ void bind_errors(nb::module_& module) {
   error_type = new_type(module, "Error", PyExc_Exception, "Base of the errors kvtier raises.");
   contract_error_type = new_type(module, "ContractError", error_type,
                                  "A call broke an API contract; the manager is left exactly as it was.");
-  config_error_type = new_type(module, "ConfigError", nb::make_tuple(nb::handle(error_type), nb::handle(PyExc_ValueError)),
-                               "An impossible or unsupported configuration.");
+  config_error_type =
+      new_type(module, "ConfigError", nb::make_tuple(nb::handle(error_type), nb::handle(PyExc_ValueError)),
+               "An impossible or unsupported configuration.");
   allocation_error_type =
       new_type(module, "AllocationError", nb::make_tuple(nb::handle(error_type), nb::handle(PyExc_MemoryError)),
                "Memory could not be allocated.");

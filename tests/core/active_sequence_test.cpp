@@ -22,7 +22,8 @@ ActiveSequenceConfig config(std::size_t block_size, std::size_t max_output = 0, 
                               .max_output_tokens = max_output,
                               .enable_prefix_caching = caching,
                               .emit_token_ids = emit_token_ids,
-                              .planned_output = {}, .seed = std::nullopt};
+                              .planned_output = {},
+                              .seed = std::nullopt};
 }
 
 std::vector<std::string> kinds(const std::vector<MoveBlock>& signals) {
@@ -166,8 +167,7 @@ TEST(ActiveSequence, PromoteComputedTailPromotesEagerlyOnlyWhenExactlyFull) {
   const auto promote = seq.promote_computed_tail(8);
   ASSERT_TRUE(promote);
   EXPECT_EQ(promote->parent, seq.blocks()[0].hash());
-  EXPECT_EQ(promote->hash,
-            compute_sequence_hash(seq.blocks()[0].hash(), compute_local_block_hash(token_range(4, 8))));
+  EXPECT_EQ(promote->hash, compute_sequence_hash(seq.blocks()[0].hash(), compute_local_block_hash(token_range(4, 8))));
   EXPECT_EQ(promote->plh, PositionalLineageHash(promote->hash, seq.blocks()[0].hash(), 1));
   EXPECT_TRUE(seq.blocks()[1].is_full());
   EXPECT_FALSE(seq.promote_computed_tail(8).has_value());

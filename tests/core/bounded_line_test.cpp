@@ -25,8 +25,9 @@ std::vector<std::string> lines_of(const std::string& text, std::size_t max_bytes
 }
 
 TEST(BoundedLine, GivesTheLinesGetlineGives) {
-  for (const std::string& text : std::vector<std::string>{"", "a", "a\n", "a\nb", "a\n\nb\n", "\n", "\n\n", "abc\r\nde\n",
-                                 std::string(10000, 'x') + "\n" + std::string(5000, 'y')}) {
+  for (const std::string& text :
+       std::vector<std::string>{"", "a", "a\n", "a\nb", "a\n\nb\n", "\n", "\n\n", "abc\r\nde\n",
+                                std::string(10000, 'x') + "\n" + std::string(5000, 'y')}) {
     std::istringstream in(text);
     std::vector<std::string> expected;
     for (std::string line; std::getline(in, line);) expected.push_back(line);

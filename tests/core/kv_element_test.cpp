@@ -22,9 +22,9 @@ TEST(KvElement, Fp16MatchesKnownEncodings) {
   EXPECT_EQ(float_to_fp16(1.0f), 0x3C00);
   EXPECT_EQ(float_to_fp16(-2.5f), 0xC100);
   EXPECT_EQ(float_to_fp16(65504.0f), 0x7BFF);
-  EXPECT_EQ(float_to_fp16(65520.0f), 0x7C00);           // rounds to infinity
-  EXPECT_EQ(float_to_fp16(5.9604645e-8f), 0x0001);      // smallest subnormal
-  EXPECT_EQ(float_to_fp16(6.1035156e-5f), 0x0400);      // smallest normal
+  EXPECT_EQ(float_to_fp16(65520.0f), 0x7C00);            // rounds to infinity
+  EXPECT_EQ(float_to_fp16(5.9604645e-8f), 0x0001);       // smallest subnormal
+  EXPECT_EQ(float_to_fp16(6.1035156e-5f), 0x0400);       // smallest normal
   EXPECT_EQ(float_to_fp16(1.0f + 1.0f / 2048), 0x3C00);  // tie to even
   EXPECT_EQ(fp16_to_float(0x3555), 0.333251953125f);
   EXPECT_EQ(fp16_to_float(0x0001), 5.9604645e-8f);
@@ -35,7 +35,7 @@ TEST(KvElement, Fp8E4m3MatchesKnownEncodingsAndSaturates) {
   EXPECT_EQ(float_to_fp8_e4m3(1.0f), 0x38);
   EXPECT_EQ(float_to_fp8_e4m3(-1.5f), 0xBC);
   EXPECT_EQ(float_to_fp8_e4m3(448.0f), 0x7E);
-  EXPECT_EQ(float_to_fp8_e4m3(1.0e6f), 0x7E);   // saturating
+  EXPECT_EQ(float_to_fp8_e4m3(1.0e6f), 0x7E);  // saturating
   EXPECT_EQ(float_to_fp8_e4m3(-1.0e6f), 0xFE);
   EXPECT_EQ(float_to_fp8_e4m3(0.001953125f), 0x01);  // 2^-9, smallest subnormal
   EXPECT_EQ(float_to_fp8_e4m3(0.015625f), 0x08);     // 2^-6, smallest normal

@@ -35,8 +35,8 @@ TEST(KvEventJson, RootRunHasNullParentAndNoTokenIdsUnlessGiven) {
 }
 
 TEST(KvEventJson, RemovedListsHashesInOrder) {
-  const KvEvent event{.id = 1, .dp_rank = 0, .tier = StorageTier::Device,
-                      .data = KvRemoved{{SequenceHash(4), SequenceHash(3)}}};
+  const KvEvent event{
+      .id = 1, .dp_rank = 0, .tier = StorageTier::Device, .data = KvRemoved{{SequenceHash(4), SequenceHash(3)}}};
   EXPECT_EQ(to_json(event), nlohmann::ordered_json::parse(
                                 R"({"id": 1, "dp_rank": 0, "tier": "device", "type": "removed", "hashes": [4, 3]})"));
 }
@@ -56,11 +56,11 @@ TEST(KvEventPublisher, NumbersEventsPerManagerAndSkipsEmptyOnes) {
   KvEventPublisher publisher(7);
   auto sink = std::make_shared<RecordingEventSink>();
   publisher.attach(sink);
-  publisher.publish_stored(StorageTier::Device, KvStored{});                   // empty: dropped
-  publisher.publish_removed(StorageTier::Device, KvRemoved{});                 // empty: dropped
-  publisher.publish_stored(StorageTier::Device, KvStored{.parent = std::nullopt,
-                                                         .blocks = {{SequenceHash(7), LocalBlockHash(107)}},
-                                                         .token_ids = std::nullopt});
+  publisher.publish_stored(StorageTier::Device, KvStored{});    // empty: dropped
+  publisher.publish_removed(StorageTier::Device, KvRemoved{});  // empty: dropped
+  publisher.publish_stored(
+      StorageTier::Device,
+      KvStored{.parent = std::nullopt, .blocks = {{SequenceHash(7), LocalBlockHash(107)}}, .token_ids = std::nullopt});
   publisher.publish_removed(StorageTier::HostPinned, KvRemoved{{SequenceHash(7)}});
   ASSERT_EQ(sink->events().size(), 2U);
   EXPECT_EQ(sink->events()[0].id, 0U);

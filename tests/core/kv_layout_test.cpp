@@ -91,8 +91,11 @@ TEST(KvLayout, RejectsImpossibleGeometry) {
   KvGeometry one_token = kSmall;
   one_token.tokens_per_block = 1;
   EXPECT_THROW(KvLayout(one_token, PageLayout::PageMajor, 4), ConfigError);
-  const KvGeometry huge{.layers = 0xFFFFFFFF, .kv_heads = 0xFFFFFFFF, .head_dim = 0xFFFFFFFF,
-                        .dtype = KvDtype::Fp32, .tokens_per_block = 16};
+  const KvGeometry huge{.layers = 0xFFFFFFFF,
+                        .kv_heads = 0xFFFFFFFF,
+                        .head_dim = 0xFFFFFFFF,
+                        .dtype = KvDtype::Fp32,
+                        .tokens_per_block = 16};
   EXPECT_THROW(KvLayout(huge, PageLayout::LayerMajor, 0xFFFFFFFF), ConfigError);
 }
 

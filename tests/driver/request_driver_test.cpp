@@ -17,8 +17,12 @@ class RequestDriverTest : public ::testing::TestWithParam<g1::G1Backend> {
   RequestDriverTest()
       : manager_(g1::G1ManagerConfig{.capacity = 6, .block_size = 4, .backend = GetParam()}), driver_(manager_) {}
   static ActiveSequence sequence(TokenId first, TokenId end, std::size_t max_output = 8) {
-    return ActiveSequence(token_range(first, end), ActiveSequenceConfig{.block_size = 4, .max_output_tokens = max_output, .enable_prefix_caching = true,
-                                               .emit_token_ids = false, .planned_output = {}, .seed = std::nullopt});
+    return ActiveSequence(token_range(first, end), ActiveSequenceConfig{.block_size = 4,
+                                                                        .max_output_tokens = max_output,
+                                                                        .enable_prefix_caching = true,
+                                                                        .emit_token_ids = false,
+                                                                        .planned_output = {},
+                                                                        .seed = std::nullopt});
   }
   g1::G1Manager manager_;
   RequestDriver driver_;
@@ -58,7 +62,7 @@ TEST_P(RequestDriverTest, CapacityStopReportsTheAppliedSignalsAndAllocateRetries
   EXPECT_EQ(step.signals.size(), 1U);
   EXPECT_EQ(step.applied, 0U);
   EXPECT_FALSE(step.acquire.is_ready());
-  EXPECT_EQ(a.len(), 9U);  // the token stays
+  EXPECT_EQ(a.len(), 9U);                                             // the token stays
   EXPECT_THROW(driver_.decode(g1::OwnerId(1), a, 9), ContractError);  // not allocated to its length
   driver_.release(g1::OwnerId(2), hog);
   EXPECT_FALSE(manager_.has_owner(g1::OwnerId(2)));

@@ -35,7 +35,9 @@ TEST(VllmEventEncoding, StoredAndRemovedCarryEveryRequiredFieldInVllmOrder) {
                            .data = KvStored{.parent = std::nullopt,
                                             .blocks = {StoredBlock{SequenceHash(11), LocalBlockHash(3)}},
                                             .token_ids = std::nullopt}});
-  events.push_back(KvEvent{.id = 3, .dp_rank = 0, .tier = StorageTier::HostPinned,
+  events.push_back(KvEvent{.id = 3,
+                           .dp_rank = 0,
+                           .tier = StorageTier::HostPinned,
                            .data = KvRemoved{.hashes = {SequenceHash(9), SequenceHash(big)}}});
   const auto batch = decode_wire_batch(encode_vllm_event_batch(1.0, events, 4, 0));
   ASSERT_EQ(batch.events.size(), 3U);
@@ -62,12 +64,14 @@ TEST(VllmEventEncoding, StoredAndRemovedCarryEveryRequiredFieldInVllmOrder) {
 
 TEST(VllmEventEncoding, TheArrayEncodingIsATaggedArrayInDeclaredOrderWithoutTheTrailingDefault) {
   std::vector<KvEvent> events;
-  events.push_back(KvEvent{.id = 1, .dp_rank = 0, .tier = StorageTier::HostPinned,
+  events.push_back(KvEvent{.id = 1,
+                           .dp_rank = 0,
+                           .tier = StorageTier::HostPinned,
                            .data = KvStored{.parent = SequenceHash(7),
                                             .blocks = {StoredBlock{SequenceHash(10), LocalBlockHash(1)}},
                                             .token_ids = BlockTokenIds{{1, 2, 3, 4}}}});
-  events.push_back(KvEvent{.id = 2, .dp_rank = 0, .tier = StorageTier::Device,
-                           .data = KvRemoved{.hashes = {SequenceHash(10)}}});
+  events.push_back(
+      KvEvent{.id = 2, .dp_rank = 0, .tier = StorageTier::Device, .data = KvRemoved{.hashes = {SequenceHash(10)}}});
   const VllmWireFormat format{.encoding = VllmEventEncoding::Array, .device_medium = "GPU", .host_medium = "CPU"};
   const auto batch = decode_wire_batch(encode_vllm_event_batch(2.0, events, 4, 1, format));
   ASSERT_EQ(batch.events.size(), 2U);

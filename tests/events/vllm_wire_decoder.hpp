@@ -47,8 +47,8 @@ inline WireBatch decode_wire_batch(const std::string& payload) {
     }
     WireEvent event;
     event.array = map.type == msgpack::type::ARRAY;
-    static const std::vector<std::string> stored_fields{"type",       "block_hashes", "parent_block_hash", "token_ids",
-                                                        "block_size", "lora_id",      "medium",            "lora_name"};
+    static const std::vector<std::string> stored_fields{
+        "type", "block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium", "lora_name"};
     static const std::vector<std::string> removed_fields{"type", "block_hashes", "medium"};
     const std::uint32_t count = event.array ? map.via.array.size : map.via.map.size;
     const bool removed = event.array && count > 0 && map.via.array.ptr[0].as<std::string>() == "BlockRemoved";

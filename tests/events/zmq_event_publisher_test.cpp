@@ -71,8 +71,10 @@ std::int64_t sequence_of(const std::string& frame) {
 }
 
 ZmqPublisherConfig loopback(std::string topic = "kv") {
-  return ZmqPublisherConfig{.endpoint = "tcp://127.0.0.1:*", .replay_endpoint = "tcp://127.0.0.1:*",
-                            .topic = std::move(topic), .block_size = 4};
+  return ZmqPublisherConfig{.endpoint = "tcp://127.0.0.1:*",
+                            .replay_endpoint = "tcp://127.0.0.1:*",
+                            .topic = std::move(topic),
+                            .block_size = 4};
 }
 
 /// Publishes probe batches until the subscriber sees one (ZMQ's slow joiner),
@@ -141,7 +143,8 @@ TEST(ZmqEventPublisher, ASubscriberDecodesEveryBatchInOrderWithTheEventsTheManag
       if (const auto* stored = std::get_if<KvStored>(&want.data)) {
         EXPECT_EQ(got.type, "BlockStored");
         ASSERT_EQ(got.block_hashes.size(), stored->blocks.size());
-        for (std::size_t b = 0; b < stored->blocks.size(); ++b) EXPECT_EQ(got.block_hashes[b], stored->blocks[b].hash.value());
+        for (std::size_t b = 0; b < stored->blocks.size(); ++b)
+          EXPECT_EQ(got.block_hashes[b], stored->blocks[b].hash.value());
         EXPECT_EQ(got.parent.has_value(), stored->parent.has_value());
         if (stored->parent) {
           EXPECT_EQ(*got.parent, stored->parent->value());
@@ -152,7 +155,8 @@ TEST(ZmqEventPublisher, ASubscriberDecodesEveryBatchInOrderWithTheEventsTheManag
         const auto& removed = std::get<KvRemoved>(want.data);
         EXPECT_EQ(got.type, "BlockRemoved");
         ASSERT_EQ(got.block_hashes.size(), removed.hashes.size());
-        for (std::size_t b = 0; b < removed.hashes.size(); ++b) EXPECT_EQ(got.block_hashes[b], removed.hashes[b].value());
+        for (std::size_t b = 0; b < removed.hashes.size(); ++b)
+          EXPECT_EQ(got.block_hashes[b], removed.hashes[b].value());
       }
     }
   }
@@ -175,7 +179,8 @@ ReplayAnswer replay_answer(const std::vector<std::string>& frames, ReplayFormat 
   if (frames.size() != (current ? 4U : 3U)) return ReplayAnswer{.sequence = -2};
   EXPECT_TRUE(frames[0].empty()) << "the DEALER's empty delimiter";
   const std::size_t at = current ? 2 : 1;
-  return ReplayAnswer{.topic = current ? frames[1] : "", .sequence = sequence_of(frames[at]), .payload = frames[at + 1]};
+  return ReplayAnswer{
+      .topic = current ? frames[1] : "", .sequence = sequence_of(frames[at]), .payload = frames[at + 1]};
 }
 
 class ReplayFormats : public ::testing::TestWithParam<ReplayFormat> {};
@@ -368,13 +373,14 @@ TEST(ZmqEventPublisher, BadEndpointsAndSettingsAreClearErrors) {
   EXPECT_NE(refused(ZmqPublisherConfig{.endpoint = "tcp://no-such-host-kvtier:5557"}).find("cannot connect"),
             std::string::npos)
       << "a remote host is connected to (as vLLM does), and one that does not resolve is refused";
-  EXPECT_NE(refused(ZmqPublisherConfig{.endpoint = "tcp://no-such-host-kvtier:5557", .endpoint_mode = EndpointMode::Bind})
-                .find("cannot bind"),
-            std::string::npos);
+  EXPECT_NE(
+      refused(ZmqPublisherConfig{.endpoint = "tcp://no-such-host-kvtier:5557", .endpoint_mode = EndpointMode::Bind})
+          .find("cannot bind"),
+      std::string::npos);
   EXPECT_FALSE(refused(ZmqPublisherConfig{.endpoint = ""}).empty());
   EXPECT_FALSE(refused(ZmqPublisherConfig{.endpoint = "tcp://127.0.0.1:*", .buffer_steps = 0}).empty());
-  for (const char* endpoint : {"tcp://127.0.0.1:70000", "tcp://127.0.0.1:65536", "tcp://127.0.0.1:", "tcp://127.0.0.1:x",
-                               "tcp://127.0.0.1"}) {
+  for (const char* endpoint :
+       {"tcp://127.0.0.1:70000", "tcp://127.0.0.1:65536", "tcp://127.0.0.1:", "tcp://127.0.0.1:x", "tcp://127.0.0.1"}) {
     // Regression (issue 23): ZMQ bound port 70000 as 4464.
     EXPECT_NE(refused(ZmqPublisherConfig{.endpoint = endpoint}).find("needs a port in 0-65535"), std::string::npos)
         << endpoint;

@@ -15,21 +15,30 @@ using testing::token_range;
 
 struct Replay {
   explicit Replay(G1Backend backend)
-      : manager(G1ManagerConfig{.capacity = 4096, .block_size = 4, .dp_rank = 0, .backend = backend,
-                                .enable_prefix_caching = true, .eviction = EvictionBackend::Lineage}) {}
+      : manager(G1ManagerConfig{.capacity = 4096,
+                                .block_size = 4,
+                                .dp_rank = 0,
+                                .backend = backend,
+                                .enable_prefix_caching = true,
+                                .eviction = EvictionBackend::Lineage}) {}
   G1Manager manager;
   std::map<std::uint64_t, ActiveSequence> running;
 };
 
 ActiveSequence request(int system_prompt, int user, std::size_t max_output) {
   // A shared "system prompt" of 12 tokens, then a user part.
-  std::vector<TokenId> tokens = token_range(static_cast<TokenId>(system_prompt * 100), static_cast<TokenId>(system_prompt * 100 + 12));
-  for (TokenId t : token_range(static_cast<TokenId>(10000 + user * 37), static_cast<TokenId>(10000 + user * 37 + 3 + user % 9))) {
+  std::vector<TokenId> tokens =
+      token_range(static_cast<TokenId>(system_prompt * 100), static_cast<TokenId>(system_prompt * 100 + 12));
+  for (TokenId t :
+       token_range(static_cast<TokenId>(10000 + user * 37), static_cast<TokenId>(10000 + user * 37 + 3 + user % 9))) {
     tokens.push_back(t);
   }
-  return ActiveSequence(tokens, ActiveSequenceConfig{.block_size = 4, .max_output_tokens = max_output,
-                                                     .enable_prefix_caching = true, .emit_token_ids = false,
-                                                     .planned_output = {}, .seed = std::nullopt});
+  return ActiveSequence(tokens, ActiveSequenceConfig{.block_size = 4,
+                                                     .max_output_tokens = max_output,
+                                                     .enable_prefix_caching = true,
+                                                     .emit_token_ids = false,
+                                                     .planned_output = {},
+                                                     .seed = std::nullopt});
 }
 
 void admit(Replay& r, std::uint64_t owner, ActiveSequence seq) {

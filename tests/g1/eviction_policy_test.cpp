@@ -2,10 +2,10 @@
 // (leaves, ghosts, original ticks) and multi-LRU (frequency levels) promise.
 #include <gtest/gtest.h>
 
-#include "kvtier/core/errors.hpp"
 #include "g1/eviction/lineage_eviction_policy.hpp"
 #include "g1/eviction/lru_eviction_policy.hpp"
 #include "g1/eviction/multi_lru_eviction_policy.hpp"
+#include "kvtier/core/errors.hpp"
 
 namespace kvtier::g1 {
 namespace {
@@ -63,13 +63,20 @@ class LineagePolicy : public ::testing::Test {
   // Lineage of P15 (child <- parent): 1<-0, 2<-1, 3<-2, 4<-3, 5<-1, 6<-5.
   static PositionalLineageHash plh(std::uint64_t block) {
     switch (block) {
-      case 0: return root(0);
-      case 1: return child(1, 0, 1);
-      case 2: return child(2, 1, 2);
-      case 3: return child(3, 2, 3);
-      case 4: return child(4, 3, 4);
-      case 5: return child(5, 1, 2);
-      default: return child(6, 5, 3);
+      case 0:
+        return root(0);
+      case 1:
+        return child(1, 0, 1);
+      case 2:
+        return child(2, 1, 2);
+      case 3:
+        return child(3, 2, 3);
+      case 4:
+        return child(4, 3, 4);
+      case 5:
+        return child(5, 1, 2);
+      default:
+        return child(6, 5, 3);
     }
   }
   void insert(std::uint32_t block) { policy_.insert(PageId(block), plh(block)); }
@@ -104,8 +111,8 @@ TEST_F(LineagePolicy, AParentWhoseChildrenAreAllActiveIsALeaf) {
 TEST_F(LineagePolicy, AMissingParentIsAGhostThatTheRealParentFillsWithAFreshTick) {
   insert(2);  // parent 1 still active: ghost
   EXPECT_EQ(policy_.ghost_count(), 1U);
-  insert(4);  // parent 3 still active: ghost (3's own parent unknown until it arrives)
-  insert(1);  // fills ghost 1; it has a child, so it is no leaf
+  insert(4);                             // parent 3 still active: ghost (3's own parent unknown until it arrives)
+  insert(1);                             // fills ghost 1; it has a child, so it is no leaf
   EXPECT_EQ(policy_.ghost_count(), 2U);  // ghost 3, and ghost 0 for 1's parent
   EXPECT_EQ(policy_.evict(), PageId(2));
   EXPECT_EQ(policy_.evict(), PageId(4));

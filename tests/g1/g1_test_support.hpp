@@ -36,7 +36,8 @@ inline std::vector<TokenId> token_range(TokenId first, TokenId end) {
   return tokens;
 }
 
-inline KvStored stored(std::optional<std::uint64_t> parent, std::vector<std::pair<std::uint64_t, std::uint64_t>> blocks) {
+inline KvStored stored(std::optional<std::uint64_t> parent,
+                       std::vector<std::pair<std::uint64_t, std::uint64_t>> blocks) {
   KvStored s;
   if (parent) s.parent = SequenceHash(*parent);
   for (auto [hash, local] : blocks) s.blocks.push_back({SequenceHash(hash), LocalBlockHash(local)});

@@ -105,8 +105,19 @@ TEST(KvbmBackend, P15FullLifecycleWithLineageEviction) {
   // Lineage (child <- parent): 1<-0, 2<-1, 3<-2, 4<-3, 5<-1, 6<-5, 7<-2, 8<-7, 9<-8, 11<-10, 12<-11.
   const auto req = [](std::vector<std::uint64_t> blocks) {
     static const std::map<std::uint64_t, std::pair<std::optional<std::uint64_t>, std::uint64_t>> lineage{
-        {0, {std::nullopt, 0}}, {1, {0, 1}}, {2, {1, 2}}, {3, {2, 3}}, {4, {3, 4}}, {5, {1, 2}}, {6, {5, 3}},
-        {7, {2, 3}}, {8, {7, 4}}, {9, {8, 5}}, {10, {std::nullopt, 0}}, {11, {10, 1}}, {12, {11, 2}},
+        {0, {std::nullopt, 0}},
+        {1, {0, 1}},
+        {2, {1, 2}},
+        {3, {2, 3}},
+        {4, {3, 4}},
+        {5, {1, 2}},
+        {6, {5, 3}},
+        {7, {2, 3}},
+        {8, {7, 4}},
+        {9, {8, 5}},
+        {10, {std::nullopt, 0}},
+        {11, {10, 1}},
+        {12, {11, 2}},
         {13, {std::nullopt, 0}}};
     std::vector<std::tuple<std::uint64_t, std::optional<std::uint64_t>, std::uint64_t>> spec;
     for (auto b : blocks) spec.emplace_back(b, lineage.at(b).first, lineage.at(b).second);
@@ -169,8 +180,10 @@ TEST(KvbmBackend, P17PromoteAndPartialLifecycle) {
   EXPECT_TRUE(m.manager.is_cached(SequenceHash(42)));
   EXPECT_EQ(m.data(), (std::vector<Data>{stored(std::nullopt, {{42, 0}})}));
   try {
-    m.manager.process_for_request(kA, PromoteSignal{.uuid = Uuid::random(), .hash = SequenceHash(43), .parent = {},
-                                                    .local = {}, .plh = {}, .token_ids = {}});
+    m.manager.process_for_request(
+        kA,
+        PromoteSignal{
+            .uuid = Uuid::random(), .hash = SequenceHash(43), .parent = {}, .local = {}, .plh = {}, .token_ids = {}});
     FAIL();
   } catch (const ContractError& error) {
     EXPECT_NE(std::string(error.what()).find("partial block not found"), std::string::npos);
@@ -208,8 +221,12 @@ TEST(KvbmBackend, PromoteAdoptsAnExistingBlockAndTheTableShowsItsPage) {
 
 TEST(KvbmBackend, P18DestinationTransferFootprintUsesMissingPhysicalBlocks) {
   G1Manager manager(kvbm(16, 4));
-  const ActiveSequenceConfig cfg{.block_size = 4, .max_output_tokens = 4, .enable_prefix_caching = true,
-                                 .emit_token_ids = true, .planned_output = {}, .seed = std::nullopt};
+  const ActiveSequenceConfig cfg{.block_size = 4,
+                                 .max_output_tokens = 4,
+                                 .enable_prefix_caching = true,
+                                 .emit_token_ids = true,
+                                 .planned_output = {},
+                                 .seed = std::nullopt};
   ActiveSequence prompt(token_range(0, 10), cfg);
   auto first = manager.reserve_destination_at(OwnerId(10), prompt);
   ASSERT_TRUE(first);
@@ -230,8 +247,12 @@ TEST(KvbmBackend, P18DestinationTransferFootprintUsesMissingPhysicalBlocks) {
 
 TEST(KvbmBackend, DestinationActivationAdoptsBlocksRegisteredMeanwhile) {
   ManagerWithSink m(kvbm(16, 4));
-  const ActiveSequenceConfig cfg{.block_size = 4, .max_output_tokens = 4, .enable_prefix_caching = true,
-                                 .emit_token_ids = false, .planned_output = {}, .seed = std::nullopt};
+  const ActiveSequenceConfig cfg{.block_size = 4,
+                                 .max_output_tokens = 4,
+                                 .enable_prefix_caching = true,
+                                 .emit_token_ids = false,
+                                 .planned_output = {},
+                                 .seed = std::nullopt};
   ActiveSequence prompt(token_range(0, 10), cfg);
   auto reservation = m.manager.reserve_destination_at(OwnerId(10), prompt);
   ASSERT_TRUE(reservation);
@@ -241,8 +262,8 @@ TEST(KvbmBackend, DestinationActivationAdoptsBlocksRegisteredMeanwhile) {
   EXPECT_EQ(m.manager.num_active_blocks(), 5U);
   m.sink->clear();
   m.manager.activate_destination(std::move(*reservation));
-  EXPECT_TRUE(m.sink->events().empty());                               // adopted: no Stored
-  EXPECT_EQ(m.manager.num_active_blocks(), 3U);                        // two reserved pages given back
+  EXPECT_TRUE(m.sink->events().empty());         // adopted: no Stored
+  EXPECT_EQ(m.manager.num_active_blocks(), 3U);  // two reserved pages given back
   EXPECT_EQ(m.manager.block_table(OwnerId(10))[0], m.manager.block_table(kA)[0]);
   EXPECT_EQ(m.manager.block_table(OwnerId(10))[1], m.manager.block_table(kA)[1]);
 }
@@ -286,26 +307,40 @@ TEST(KvbmBackend, DecodeReservationFeedsUsesAndReturnsTheRest) {
 
 TEST(KvbmBackend, PrefillCostWalksActiveThenRegisteredBlocks) {
   G1Manager manager(kvbm(8, 4));
-  const ActiveSequenceConfig cfg{.block_size = 4, .max_output_tokens = 0, .enable_prefix_caching = true,
-                                 .emit_token_ids = false, .planned_output = {}, .seed = std::nullopt};
+  const ActiveSequenceConfig cfg{.block_size = 4,
+                                 .max_output_tokens = 0,
+                                 .enable_prefix_caching = true,
+                                 .emit_token_ids = false,
+                                 .planned_output = {},
+                                 .seed = std::nullopt};
   ActiveSequence first(token_range(0, 8), cfg);
   manager.process_for_request(kA, *first.take_creation_signal());
   manager.process_for_request(kA, DerefSignal{{first.blocks()[1]}});
   ActiveSequence probe(token_range(0, 10), cfg);
-  EXPECT_EQ(manager.get_prefill_cost(probe), (PrefillCost{.new_blocks = 1, .new_tokens = 2, .cached_tokens = 8,
-                                                          .active_cached_tokens = 4}));
-  ActiveSequence random_ids(token_range(0, 10), ActiveSequenceConfig{.block_size = 4, .max_output_tokens = 0,
-                                                                      .enable_prefix_caching = false,
-                                                                      .emit_token_ids = false, .planned_output = {}, .seed = std::nullopt});
+  EXPECT_EQ(manager.get_prefill_cost(probe),
+            (PrefillCost{.new_blocks = 1, .new_tokens = 2, .cached_tokens = 8, .active_cached_tokens = 4}));
+  ActiveSequence random_ids(token_range(0, 10), ActiveSequenceConfig{.block_size = 4,
+                                                                     .max_output_tokens = 0,
+                                                                     .enable_prefix_caching = false,
+                                                                     .emit_token_ids = false,
+                                                                     .planned_output = {},
+                                                                     .seed = std::nullopt});
   EXPECT_EQ(manager.get_prefill_cost(random_ids).cached_tokens, 0U);
 }
 
 TEST(KvbmBackend, CachingOffStillRegistersAndSelfMatchesAfterPreemption) {
-  ManagerWithSink m(G1ManagerConfig{.capacity = 8, .block_size = 4, .dp_rank = 0, .backend = G1Backend::Kvbm,
-                                    .enable_prefix_caching = false, .eviction = EvictionBackend::Lineage});
-  ActiveSequence seq(token_range(0, 8), ActiveSequenceConfig{.block_size = 4, .max_output_tokens = 0,
-                                                              .enable_prefix_caching = false, .emit_token_ids = false,
-                                                              .planned_output = {}, .seed = std::nullopt});
+  ManagerWithSink m(G1ManagerConfig{.capacity = 8,
+                                    .block_size = 4,
+                                    .dp_rank = 0,
+                                    .backend = G1Backend::Kvbm,
+                                    .enable_prefix_caching = false,
+                                    .eviction = EvictionBackend::Lineage});
+  ActiveSequence seq(token_range(0, 8), ActiveSequenceConfig{.block_size = 4,
+                                                             .max_output_tokens = 0,
+                                                             .enable_prefix_caching = false,
+                                                             .emit_token_ids = false,
+                                                             .planned_output = {},
+                                                             .seed = std::nullopt});
   m.manager.process_for_request(kA, *seq.take_creation_signal());
   EXPECT_EQ(m.sink->events().size(), 1U);  // Stored, with random hashes
   m.manager.process_for_request(kA, *seq.reset_with_signal());
@@ -327,8 +362,8 @@ TEST(KvbmBackend, FinalizeIsANoOpAndReservationsOfTheOtherBackendAreRefused) {
   } catch (const ContractError& error) {
     EXPECT_NE(std::string(error.what()).find("belongs to a different G1 backend"), std::string::npos);
   }
-  G1Manager lru = G1Manager::with_eviction_backend(G1ManagerConfig{.capacity = 4, .block_size = 4},
-                                                   EvictionBackend::Lru);
+  G1Manager lru =
+      G1Manager::with_eviction_backend(G1ManagerConfig{.capacity = 4, .block_size = 4}, EvictionBackend::Lru);
   EXPECT_EQ(lru.backend(), G1Backend::Kvbm);
   EXPECT_EQ(lru.eviction_backend(), EvictionBackend::Lru);
   // A moved manager keeps publishing through its backend.

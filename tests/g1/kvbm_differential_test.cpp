@@ -27,9 +27,9 @@ constexpr std::uint32_t kCapacity = 14;
 
 std::uint64_t prompt_hash(int prompt, std::size_t i) { return static_cast<std::uint64_t>(prompt) * 1000 + i + 1; }
 PositionalLineageHash prompt_plh(int prompt, std::size_t i) {
-  return PositionalLineageHash(SequenceHash(prompt_hash(prompt, i)),
-                               i == 0 ? std::nullopt : std::optional<SequenceHash>(SequenceHash(prompt_hash(prompt, i - 1))),
-                               i);
+  return PositionalLineageHash(
+      SequenceHash(prompt_hash(prompt, i)),
+      i == 0 ? std::nullopt : std::optional<SequenceHash>(SequenceHash(prompt_hash(prompt, i - 1))), i);
 }
 
 class KvbmDifferential : public ::testing::TestWithParam<std::tuple<EvictionBackend, std::uint32_t>> {
@@ -38,10 +38,13 @@ class KvbmDifferential : public ::testing::TestWithParam<std::tuple<EvictionBack
     const auto [policy, seed] = GetParam();
     rng_.seed(seed);
     sink_ = std::make_shared<RecordingEventSink>();
-    manager_ = std::make_unique<G1Manager>(
-        G1ManagerConfig{.capacity = kCapacity, .block_size = 4, .dp_rank = 0, .backend = G1Backend::Kvbm,
-                        .enable_prefix_caching = true, .eviction = policy},
-        std::vector<std::shared_ptr<KvEventSink>>{sink_});
+    manager_ = std::make_unique<G1Manager>(G1ManagerConfig{.capacity = kCapacity,
+                                                           .block_size = 4,
+                                                           .dp_rank = 0,
+                                                           .backend = G1Backend::Kvbm,
+                                                           .enable_prefix_caching = true,
+                                                           .eviction = policy},
+                                           std::vector<std::shared_ptr<KvEventSink>>{sink_});
     model_ = std::make_unique<KvbmReferenceModel>(static_cast<int>(kCapacity), policy);
     const KvGeometry geometry{.layers = 1, .kv_heads = 1, .head_dim = 8, .dtype = KvDtype::Fp32, .tokens_per_block = 4};
     pool_ = std::make_unique<memory::KvPool>(runtime_, KvLayout(geometry, PageLayout::LayerMajor, kCapacity));
@@ -119,12 +122,16 @@ class KvbmDifferential : public ::testing::TestWithParam<std::tuple<EvictionBack
       case 4:
       case 5: {
         const std::size_t count = 1 + static_cast<std::size_t>(pick(static_cast<int>(table.size())));
-        return deref(owner, std::vector<UniqueBlock>(table.rbegin(), table.rbegin() + static_cast<std::ptrdiff_t>(count)));
+        return deref(owner,
+                     std::vector<UniqueBlock>(table.rbegin(), table.rbegin() + static_cast<std::ptrdiff_t>(count)));
       }
       case 6:
-      case 7: return deref(owner, std::vector<UniqueBlock>(table.rbegin(), table.rend()));
-      case 8: return promote(owner, table, prompt);
-      case 9: return decode(owner, table);
+      case 7:
+        return deref(owner, std::vector<UniqueBlock>(table.rbegin(), table.rend()));
+      case 8:
+        return promote(owner, table, prompt);
+      case 9:
+        return decode(owner, table);
       case 10: {
         if (table.size() < 2) return;
         const std::vector<UniqueBlock> wrong{table.front(), table.back()};
@@ -132,7 +139,8 @@ class KvbmDifferential : public ::testing::TestWithParam<std::tuple<EvictionBack
         EXPECT_THROW(manager_->process_for_request(OwnerId(owner), DerefSignal{wrong}), ContractError);
         return;
       }
-      default: return check_bytes(owner);
+      default:
+        return check_bytes(owner);
     }
   }
 

@@ -10,10 +10,10 @@
 #include <stdexcept>
 #include <vector>
 
+#include "g1/eviction/tiny_lfu.hpp"
 #include "kvtier/core/kv_event.hpp"
 #include "kvtier/core/move_block.hpp"
 #include "kvtier/g1/eviction_policy.hpp"
-#include "g1/eviction/tiny_lfu.hpp"
 
 namespace kvtier::g1::testing {
 
@@ -45,8 +45,8 @@ class KvbmReferenceModel {
           kinds.push_back(Hit);
         } else if (registry_.contains(key)) {
           kinds.push_back(Match);
-          if (is_inactive(key) && std::find(matched_inactive.begin(), matched_inactive.end(), key) ==
-                                      matched_inactive.end()) {
+          if (is_inactive(key) &&
+              std::find(matched_inactive.begin(), matched_inactive.end(), key) == matched_inactive.end()) {
             matched_inactive.push_back(key);
           }
         } else {
@@ -182,8 +182,8 @@ class KvbmReferenceModel {
     const int before = decode_left_;
     if (!use(owner, u, decode_left_)) throw std::logic_error("decode allocation failed in the model");
     decode_left_ = before - static_cast<int>(std::count_if(u.blocks.begin(), u.blocks.end(), [&](const UniqueBlock& b) {
-                                 return b.is_partial();  // the driver only decodes fresh partials
-                               }));
+                     return b.is_partial();  // the driver only decodes fresh partials
+                   }));
   }
   void release_decode() {
     free_ += decode_left_;
@@ -191,9 +191,7 @@ class KvbmReferenceModel {
   }
 
   std::size_t inactive() const { return static_cast<std::size_t>(inactive_count()); }
-  std::size_t active() const {
-    return static_cast<std::size_t>(capacity_ - free_ - inactive_count());
-  }
+  std::size_t active() const { return static_cast<std::size_t>(capacity_ - free_ - inactive_count()); }
   std::size_t refs() const {
     std::size_t total = partials_.size();
     for (const auto& [key, b] : registry_) total += static_cast<std::size_t>(b.refs);
@@ -287,7 +285,9 @@ class KvbmReferenceModel {
     }
   }
 
-  static std::uint32_t level_for(std::uint32_t frequency) { return frequency >= 15 ? 3 : frequency >= 8 ? 2 : frequency >= 3 ? 1 : 0; }
+  static std::uint32_t level_for(std::uint32_t frequency) {
+    return frequency >= 15 ? 3 : frequency >= 8 ? 2 : frequency >= 3 ? 1 : 0;
+  }
 
   Key pick_victim() const {
     if (policy_ == EvictionBackend::Lru) {
@@ -298,7 +298,8 @@ class KvbmReferenceModel {
     if (policy_ == EvictionBackend::MultiLru) {
       return std::min_element(inactive_.begin(), inactive_.end(),
                               [&](const auto& a, const auto& b) {
-                                return std::pair(level_.at(a.first), a.second) < std::pair(level_.at(b.first), b.second);
+                                return std::pair(level_.at(a.first), a.second) <
+                                       std::pair(level_.at(b.first), b.second);
                               })
           ->first;
     }

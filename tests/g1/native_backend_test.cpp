@@ -83,7 +83,8 @@ TEST(NativeBackend, P9ParentIsPublishedBeforeThePromotedTail) {
                                                              .max_output_tokens = 8,
                                                              .enable_prefix_caching = true,
                                                              .emit_token_ids = false,
-                                                             .planned_output = {8, 9, 10, 11}, .seed = std::nullopt});
+                                                             .planned_output = {8, 9, 10, 11},
+                                                             .seed = std::nullopt});
   EXPECT_TRUE(m.manager.process_for_request(kA, *seq.prepare_allocation(8)).is_ready());
   seq.commit_allocation(8);
   m.manager.finalize_computed_prefix(kA, 0, 8, &seq);
@@ -314,8 +315,12 @@ TEST(NativeBackend, ReservationHandlesAreCheckedAgainstBackendAndManager) {
 // The native analogue of P18: transferable tokens shrink by the resident prefix.
 TEST(NativeBackend, DestinationTransferFootprintUsesMissingPhysicalBlocks) {
   ManagerWithSink m(native(16));
-  const ActiveSequenceConfig cfg{.block_size = 4, .max_output_tokens = 4, .enable_prefix_caching = true,
-                                 .emit_token_ids = true, .planned_output = {}, .seed = std::nullopt};
+  const ActiveSequenceConfig cfg{.block_size = 4,
+                                 .max_output_tokens = 4,
+                                 .enable_prefix_caching = true,
+                                 .emit_token_ids = true,
+                                 .planned_output = {},
+                                 .seed = std::nullopt};
   ActiveSequence prompt(token_range(0, 10), cfg);
   auto first = m.manager.reserve_destination_at(OwnerId(10), prompt);
   ASSERT_TRUE(first);
@@ -352,15 +357,19 @@ TEST(NativeBackend, DestinationTransferFootprintUsesMissingPhysicalBlocks) {
 
 TEST(NativeBackend, PrefillCostCountsTheCachedPrefixAndItsActivePart) {
   G1Manager manager(native(8));
-  const ActiveSequenceConfig cfg{.block_size = 4, .max_output_tokens = 0, .enable_prefix_caching = true,
-                                 .emit_token_ids = false, .planned_output = {}, .seed = std::nullopt};
+  const ActiveSequenceConfig cfg{.block_size = 4,
+                                 .max_output_tokens = 0,
+                                 .enable_prefix_caching = true,
+                                 .emit_token_ids = false,
+                                 .planned_output = {},
+                                 .seed = std::nullopt};
   ActiveSequence owner_a(token_range(0, 8), cfg);
   manager.process_for_request(kA, *owner_a.take_creation_signal());
   manager.finalize_computed_prefix(kA, 0, 8);
   manager.process_for_request(kA, DerefSignal{{owner_a.blocks()[1]}});  // block 1 inactive, block 0 active
   ActiveSequence probe(token_range(0, 10), cfg);
-  EXPECT_EQ(manager.get_prefill_cost(probe), (PrefillCost{.new_blocks = 1, .new_tokens = 2, .cached_tokens = 8,
-                                                          .active_cached_tokens = 4}));
+  EXPECT_EQ(manager.get_prefill_cost(probe),
+            (PrefillCost{.new_blocks = 1, .new_tokens = 2, .cached_tokens = 8, .active_cached_tokens = 4}));
   ActiveSequence miss(token_range(100, 110), cfg);
   EXPECT_EQ(manager.get_prefill_cost(miss).cached_tokens, 0U);
 }

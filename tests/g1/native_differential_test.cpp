@@ -5,9 +5,9 @@
 // the bytes written for the blocks they back.
 #include <gtest/gtest.h>
 
+#include <iostream>
 #include <map>
 #include <random>
-#include <iostream>
 #include <set>
 
 #include "g1/g1_test_support.hpp"
@@ -35,7 +35,9 @@ class NativeDifferential : public ::testing::TestWithParam<std::tuple<std::uint3
     rng_.seed(seed);
     caching_ = caching;
     sink_ = std::make_shared<RecordingEventSink>();
-    manager_ = std::make_unique<G1Manager>(G1ManagerConfig{.capacity = kCapacity, .block_size = 4, .dp_rank = 0,
+    manager_ = std::make_unique<G1Manager>(G1ManagerConfig{.capacity = kCapacity,
+                                                           .block_size = 4,
+                                                           .dp_rank = 0,
                                                            .backend = G1Backend::Native,
                                                            .enable_prefix_caching = caching},
                                            std::vector<std::shared_ptr<KvEventSink>>{sink_});
@@ -80,15 +82,22 @@ class NativeDifferential : public ::testing::TestWithParam<std::tuple<std::uint3
     const std::uint64_t owner = it->first;
     const auto table = it->second;  // copy: the model changes below
     switch (choice) {
-      case 3: return continue_request(owner, table);
+      case 3:
+        return continue_request(owner, table);
       case 4:
-      case 5: return finalize(owner, table);
-      case 6: return deref(owner, table, false);
+      case 5:
+        return finalize(owner, table);
+      case 6:
+        return deref(owner, table, false);
       case 7:
-      case 8: return deref(owner, table, true);  // a request finishes
-      case 9: return promote(owner, table);
-      case 10: return decode(owner, table);
-      default: return bad_deref(owner, table);
+      case 8:
+        return deref(owner, table, true);  // a request finishes
+      case 9:
+        return promote(owner, table);
+      case 10:
+        return decode(owner, table);
+      default:
+        return bad_deref(owner, table);
     }
   }
 
@@ -133,8 +142,8 @@ class NativeDifferential : public ::testing::TestWithParam<std::tuple<std::uint3
   void continue_request(std::uint64_t owner, const std::vector<NativeReferenceModel::Owned>& table) {
     if (table.back().block.is_partial() || table.size() >= kBlocksPerPrompt) return;
     const std::size_t count = 1 + static_cast<std::size_t>(pick(2));
-    apply_use(owner, make_use(prompt_of_[owner], table.size(), std::min(count, kBlocksPerPrompt - table.size()),
-                              pick(3) == 0),
+    apply_use(owner,
+              make_use(prompt_of_[owner], table.size(), std::min(count, kBlocksPerPrompt - table.size()), pick(3) == 0),
               0);
   }
 
@@ -168,12 +177,13 @@ class NativeDifferential : public ::testing::TestWithParam<std::tuple<std::uint3
         position == 0 ? std::nullopt : std::optional<std::uint64_t>(table[position - 1].block.hash().value());
     model_->promote(owner, table.back().block.uuid(), hash, parent, hash + 500);
     manager_->process_for_request(
-        OwnerId(owner), PromoteSignal{.uuid = table.back().block.uuid(),
-                                      .hash = SequenceHash(hash),
-                                      .parent = parent ? std::optional<SequenceHash>(SequenceHash(*parent)) : std::nullopt,
-                                      .local = LocalBlockHash(hash + 500),
-                                      .plh = PositionalLineageHash(SequenceHash(hash), std::nullopt, position),
-                                      .token_ids = std::nullopt});
+        OwnerId(owner),
+        PromoteSignal{.uuid = table.back().block.uuid(),
+                      .hash = SequenceHash(hash),
+                      .parent = parent ? std::optional<SequenceHash>(SequenceHash(*parent)) : std::nullopt,
+                      .local = LocalBlockHash(hash + 500),
+                      .plh = PositionalLineageHash(SequenceHash(hash), std::nullopt, position),
+                      .token_ids = std::nullopt});
     write_from(owner, position);  // the block's identity changed
   }
 

@@ -134,7 +134,8 @@ class NativeReferenceModel {
       }
       if (!visible) continue;
       if (!run) {
-        run = KvStored{o.parent ? std::optional<SequenceHash>(SequenceHash(*o.parent)) : std::nullopt, {}, std::nullopt};
+        run =
+            KvStored{o.parent ? std::optional<SequenceHash>(SequenceHash(*o.parent)) : std::nullopt, {}, std::nullopt};
         run_local = o.has_local;
       }
       run->blocks.push_back({o.block.hash(), LocalBlockHash(o.local)});

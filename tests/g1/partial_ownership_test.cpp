@@ -122,8 +122,12 @@ TEST(NativeFinalize, FinalizeWithSequenceRefusedBeforeAnythingIsPublished) {
   // The tail Promote of an unallocated sequence used to be refused after the
   // computed prefix had been published (its Stored event lost).
   ManagerWithSink m(G1ManagerConfig{.capacity = 8, .block_size = 4});
-  ActiveSequence sequence(token_range(0, 6), ActiveSequenceConfig{.block_size = 4, .max_output_tokens = 0, .enable_prefix_caching = true,
-                                                                          .emit_token_ids = false, .planned_output = {}, .seed = std::nullopt});
+  ActiveSequence sequence(token_range(0, 6), ActiveSequenceConfig{.block_size = 4,
+                                                                  .max_output_tokens = 0,
+                                                                  .enable_prefix_caching = true,
+                                                                  .emit_token_ids = false,
+                                                                  .planned_output = {},
+                                                                  .seed = std::nullopt});
   const auto use = sequence.prepare_allocation(4);  // the full block only: the tail is not allocated
   ASSERT_TRUE(use);
   m.manager.process_for_request(kA, *use);

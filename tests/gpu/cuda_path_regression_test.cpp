@@ -73,9 +73,9 @@ TEST_F(CudaPath, PendingEventLeavesNoErrorBehind) {
 }
 
 TEST_F(CudaPath, WriteKvNeverWritesSlotsOutsideThePool) {
-  const KvLayout layout(KvGeometry{.layers = 1, .kv_heads = 1, .head_dim = 4, .dtype = KvDtype::Fp32,
-                                   .tokens_per_block = 2},
-                        PageLayout::PageMajor, 2);
+  const KvLayout layout(
+      KvGeometry{.layers = 1, .kv_heads = 1, .head_dim = 4, .dtype = KvDtype::Fp32, .tokens_per_block = 2},
+      PageLayout::PageMajor, 2);
   constexpr std::size_t kGuard = 4096;
   memory::DeviceBuffer slab = runtime().allocate_device(layout.slab_bytes() + kGuard);
   ASSERT_EQ(cudaMemset(slab.bytes_data() + layout.slab_bytes(), 0xCD, kGuard), cudaSuccess);
@@ -99,9 +99,9 @@ TEST_F(CudaPath, WriteKvNeverWritesSlotsOutsideThePool) {
 
 TEST_F(CudaPath, AttentionClampsLengthsSkipsForeignPagesAndZerosEmptySequences) {
   constexpr std::uint32_t kBlock = 4, kDim = 8, kMaxBlocks = 2, kPages = 4;
-  const KvLayout layout(KvGeometry{.layers = 1, .kv_heads = 1, .head_dim = kDim, .dtype = KvDtype::Fp32,
-                                   .tokens_per_block = kBlock},
-                        PageLayout::PageMajor, kPages);
+  const KvLayout layout(
+      KvGeometry{.layers = 1, .kv_heads = 1, .head_dim = kDim, .dtype = KvDtype::Fp32, .tokens_per_block = kBlock},
+      PageLayout::PageMajor, kPages);
   std::vector<std::byte> host_slab(layout.slab_bytes());
   std::vector<std::uint32_t> tokens(kPages * kBlock);
   std::iota(tokens.begin(), tokens.end(), 11U);
@@ -127,7 +127,11 @@ TEST_F(CudaPath, AttentionClampsLengthsSkipsForeignPagesAndZerosEmptySequences) 
                           .block_tables = static_cast<const std::int32_t*>(dtables.data()),
                           .seq_lens = static_cast<const std::int32_t*>(dlens.data()),
                           .out = static_cast<float*>(dout.data()),
-                          .seqs = 3, .q_heads = 1, .max_blocks = kMaxBlocks, .layer = 0, .scale = 0.3f};
+                          .seqs = 3,
+                          .q_heads = 1,
+                          .max_blocks = kMaxBlocks,
+                          .layer = 0,
+                          .scale = 0.3f};
   ASSERT_EQ(launch_paged_attention_decode(slab.bytes_data(), layout, args, nullptr), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const auto out = download<float>(dout, query.size());
@@ -136,9 +140,14 @@ TEST_F(CudaPath, AttentionClampsLengthsSkipsForeignPagesAndZerosEmptySequences) 
   const std::vector<std::int32_t> bounded_lens{0, 8, 4};
   std::vector<float> expected(query.size());
   reference::paged_attention_decode(host_slab.data(), layout,
-                                    PagedAttentionArgs{.query = query.data(), .block_tables = tables.data(),
-                                                       .seq_lens = bounded_lens.data(), .out = expected.data(),
-                                                       .seqs = 3, .q_heads = 1, .max_blocks = kMaxBlocks, .layer = 0,
+                                    PagedAttentionArgs{.query = query.data(),
+                                                       .block_tables = tables.data(),
+                                                       .seq_lens = bounded_lens.data(),
+                                                       .out = expected.data(),
+                                                       .seqs = 3,
+                                                       .q_heads = 1,
+                                                       .max_blocks = kMaxBlocks,
+                                                       .layer = 0,
                                                        .scale = 0.3f});
   for (std::size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], expected[i], 1e-5f) << i;
   for (std::size_t d = 0; d < kDim; ++d) EXPECT_EQ(out[d], 0.0f);
@@ -189,9 +198,9 @@ TEST_F(CudaPath, KernelIsOrderedAfterARuntimeCopyOnTheSameStream) {
 }
 
 TEST_F(CudaPath, SlabOverFourGiBFillsAndVerifiesItsLastPages) {
-  const KvLayout layout(KvGeometry{.layers = 8, .kv_heads = 8, .head_dim = 128, .dtype = KvDtype::Bf16,
-                                   .tokens_per_block = 64},
-                        PageLayout::LayerMajor, 2300);  // 2300 x 2 MiB: past 2^32 bytes
+  const KvLayout layout(
+      KvGeometry{.layers = 8, .kv_heads = 8, .head_dim = 128, .dtype = KvDtype::Bf16, .tokens_per_block = 64},
+      PageLayout::LayerMajor, 2300);  // 2300 x 2 MiB: past 2^32 bytes
   ASSERT_GT(layout.slab_bytes(), std::size_t{1} << 32);
   memory::KvPool pool(runtime(), layout);
   const std::vector<PageId> pages{PageId(0), PageId(2100), PageId(2299)};

@@ -6,9 +6,7 @@ namespace {
 
 struct CudaRuntimeTraits {
   static std::unique_ptr<Runtime> make() { return std::make_unique<CudaRuntime>(0); }
-  static const char* unavailable() {
-    return CudaRuntime::device_count() > 0 ? nullptr : "no CUDA device is visible";
-  }
+  static const char* unavailable() { return CudaRuntime::device_count() > 0 ? nullptr : "no CUDA device is visible"; }
 };
 
 using CudaRuntimes = ::testing::Types<CudaRuntimeTraits>;

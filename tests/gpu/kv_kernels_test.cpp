@@ -50,9 +50,9 @@ class KvKernels : public ::testing::TestWithParam<std::tuple<PageLayout, KvDtype
 TEST_P(KvKernels, WriteKvAndPagedAttentionMatchTheReferences) {
   const auto [kind, dtype] = GetParam();
   constexpr std::uint32_t kBlock = 16, kKvHeads = 4, kQHeads = 16, kDim = 64, kPages = 64, kMaxBlocks = 8;
-  const KvLayout layout(KvGeometry{.layers = 2, .kv_heads = kKvHeads, .head_dim = kDim, .dtype = dtype,
-                                   .tokens_per_block = kBlock},
-                        kind, kPages);
+  const KvLayout layout(
+      KvGeometry{.layers = 2, .kv_heads = kKvHeads, .head_dim = kDim, .dtype = dtype, .tokens_per_block = kBlock}, kind,
+      kPages);
   std::mt19937 rng(5);
   std::vector<std::int32_t> pages(kPages);
   std::iota(pages.begin(), pages.end(), 0);
@@ -92,9 +92,15 @@ TEST_P(KvKernels, WriteKvAndPagedAttentionMatchTheReferences) {
     query.insert(query.end(), q.begin(), q.end());
   }
   std::vector<float> expected(query.size());
-  PagedAttentionArgs args{.query = query.data(), .block_tables = tables.data(), .seq_lens = lens.data(),
-                          .out = expected.data(), .seqs = static_cast<std::uint32_t>(lens.size()), .q_heads = kQHeads,
-                          .max_blocks = kMaxBlocks, .layer = 1, .scale = 0.125f};
+  PagedAttentionArgs args{.query = query.data(),
+                          .block_tables = tables.data(),
+                          .seq_lens = lens.data(),
+                          .out = expected.data(),
+                          .seqs = static_cast<std::uint32_t>(lens.size()),
+                          .q_heads = kQHeads,
+                          .max_blocks = kMaxBlocks,
+                          .layer = 1,
+                          .scale = 0.125f};
   reference::paged_attention_decode(host_slab.data(), layout, args);
   DeviceArray<float> dq(query), dout(query.size());
   DeviceArray<std::int32_t> dtables(tables), dlens(lens);
@@ -151,8 +157,15 @@ TEST(CopyPagesKernel, CopiesScatteredChunksFromDeviceAndMappedHostMemory) {
 TEST(PagedAttentionKernel, RejectsArgumentsThatCannotBeRight) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device is visible";
   const KvLayout layout(KvGeometry{}, PageLayout::PageMajor, 4);
-  PagedAttentionArgs args{.query = nullptr, .block_tables = nullptr, .seq_lens = nullptr, .out = nullptr, .seqs = 1,
-                          .q_heads = 3, .max_blocks = 1, .layer = 0, .scale = 1.0f};
+  PagedAttentionArgs args{.query = nullptr,
+                          .block_tables = nullptr,
+                          .seq_lens = nullptr,
+                          .out = nullptr,
+                          .seqs = 1,
+                          .q_heads = 3,
+                          .max_blocks = 1,
+                          .layer = 0,
+                          .scale = 1.0f};
   EXPECT_EQ(launch_paged_attention_decode(reinterpret_cast<const std::byte*>(1), layout, args, nullptr),
             cudaErrorInvalidValue);
 }

@@ -77,7 +77,8 @@ std::optional<std::string> InvariantChecker::check_host_event(const nlohmann::or
     if (event.at("blocks").size() != 1) return "a HostPinned Stored of other than one block";
     const std::uint64_t hash = event.at("blocks").at(0).at("hash").get<std::uint64_t>();
     host_seen_.insert(hash);
-    if (!host_stored_.insert(hash).second && consistent_) return "HostPinned Stored of hash " + std::to_string(hash) + " twice";
+    if (!host_stored_.insert(hash).second && consistent_)
+      return "HostPinned Stored of hash " + std::to_string(hash) + " twice";
     return std::nullopt;
   }
   for (const auto& value : event.at("hashes")) {
@@ -99,19 +100,22 @@ std::optional<std::string> InvariantChecker::check_state(const script::ScriptRun
   }
   for (const std::uint64_t hash : seen_) {
     if (consistent_ && manager.is_cached(SequenceHash(hash)) != stored_.contains(hash)) {
-      return "hash " + std::to_string(hash) + (stored_.contains(hash) ? " is stored by the events but not cached"
-                                                                       : " is cached but the events removed it");
+      return "hash " + std::to_string(hash) +
+             (stored_.contains(hash) ? " is stored by the events but not cached"
+                                     : " is cached but the events removed it");
     }
   }
   for (const std::uint64_t hash : host_seen_) {
     if (consistent_ && manager.is_host_cached(SequenceHash(hash)) != host_stored_.contains(hash)) {
-      return "hash " + std::to_string(hash) + (host_stored_.contains(hash) ? " is stored in G2 by the events but not resident"
-                                                                            : " is resident in G2 but the events removed it");
+      return "hash " + std::to_string(hash) +
+             (host_stored_.contains(hash) ? " is stored in G2 by the events but not resident"
+                                          : " is resident in G2 but the events removed it");
     }
   }
   if (!manager.has_offload_engine() && !host_seen_.empty()) return "HostPinned events without an offload tier";
   const g1::G1Metrics metrics = manager.metrics();
-  if (metrics.active_blocks + metrics.inactive_blocks > manager.max_capacity()) return "active + inactive exceed capacity";
+  if (metrics.active_blocks + metrics.inactive_blocks > manager.max_capacity())
+    return "active + inactive exceed capacity";
   const g1::OffloadStats offload = manager.offload_stats();
   if (offload.tier.used > offload.tier.capacity) return "G2 holds more blocks than its capacity";
   std::size_t entries = 0;
@@ -149,8 +153,9 @@ std::optional<std::string> InvariantChecker::check_bytes(const script::ScriptRun
   };
   for (auto it = written_.begin(); it != written_.end();) {
     const auto now = table(it->first);
-    const bool shared_with_another_identity = std::any_of(
-        it->second.pages.begin(), it->second.pages.end(), [&](PageId page) { return conflicted_.contains(page.value()); });
+    const bool shared_with_another_identity =
+        std::any_of(it->second.pages.begin(), it->second.pages.end(),
+                    [&](PageId page) { return conflicted_.contains(page.value()); });
     if (!now || now->pages != it->second.pages || now->blocks != it->second.blocks || shared_with_another_identity) {
       it = written_.erase(it);  // the owner changed: its new pages hold no promise yet
       continue;

@@ -44,8 +44,8 @@ class InvariantChecker {
   bool consistent_;
   std::set<std::uint32_t> conflicted_;  // pages two tables list under different identities
   std::uint64_t next_event_id_ = 0;
-  std::set<std::uint64_t> stored_;  // device-tier hashes a Stored made visible, not Removed since
-  std::set<std::uint64_t> seen_;    // every hash an event named
+  std::set<std::uint64_t> stored_;       // device-tier hashes a Stored made visible, not Removed since
+  std::set<std::uint64_t> seen_;         // every hash an event named
   std::set<std::uint64_t> host_stored_;  // HostPinned: resident in G2 by the events
   std::set<std::uint64_t> host_seen_;
   std::map<std::string, Written> written_;  // owner label -> its table when last written

@@ -43,7 +43,8 @@ int main(int argc, char** argv) {
     refused += outcome.refused.size();
     replayed += outcome.replays;
     if (show) {
-      for (std::size_t i = 0; i < outcome.lines.size(); ++i) std::cout << outcome.lines[i] << "\n  -> " << outcome.answers[i] << "\n";
+      for (std::size_t i = 0; i < outcome.lines.size(); ++i)
+        std::cout << outcome.lines[i] << "\n  -> " << outcome.answers[i] << "\n";
     }
     if (!outcome.failure) continue;
     std::cout << "FAILED " << config.describe() << "\n  line " << outcome.failure->line + 1 << ": "

@@ -66,7 +66,8 @@ TrialOutcome run_random_trial(const TrialConfig& config, std::size_t operations,
   for (std::size_t i = 1; i <= operations && !outcome.failure; ++i) {
     outcome.lines.push_back(generator.next(runner));
     outcome.answers.push_back(step(runner, checker, outcome, outcome.lines[i], i));
-    if (!outcome.answers[i].empty()) generator.observe(outcome.lines[i], nlohmann::ordered_json::parse(outcome.answers[i]));
+    if (!outcome.answers[i].empty())
+      generator.observe(outcome.lines[i], nlohmann::ordered_json::parse(outcome.answers[i]));
   }
   if (outcome.failure || outcome.refused.empty()) return outcome;
   std::mt19937_64 rng(config.seed);

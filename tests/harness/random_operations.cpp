@@ -64,7 +64,7 @@ std::string RandomOperations::reservation_name(std::vector<std::string>& names, 
 bool RandomOperations::worth_trying(const std::vector<std::string>& names) { return !names.empty() || chance(15); }
 
 std::vector<RandomOperations::Json> RandomOperations::table_of(const script::ScriptRunner& runner,
-                                                              const std::string& owner) const {
+                                                               const std::string& owner) const {
   std::vector<Json> blocks;
   const auto id = runner.owner_id(owner);
   if (!id || !runner.manager()->has_owner(*id)) return blocks;
@@ -189,7 +189,7 @@ RandomOperations::Json RandomOperations::sequence() {
 }
 
 RandomOperations::Json RandomOperations::chain_keys(std::uint64_t chain, std::uint64_t first,
-                                                   std::uint64_t count) const {
+                                                    std::uint64_t count) const {
   Json keys = Json::array();
   for (std::uint64_t i = 0; i < count && first + i <= kChainLength; ++i) {
     const std::uint64_t hash = chain_hash(chain, first + i);

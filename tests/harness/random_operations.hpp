@@ -4,8 +4,8 @@
 // tail, promote of its real partial, generate of allocated sequences) and the
 // rest probe refusals (wrong order, unknown names, wrong types, broken JSON).
 #include <cstdint>
-#include <nlohmann/json.hpp>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
@@ -27,7 +27,9 @@ class RandomOperations {
   std::uint64_t pick(std::uint64_t n) { return rng_() % n; }
   bool chance(std::uint32_t percent) { return pick(100) < percent; }
   template <class T>
-  const T& one_of(const std::vector<T>& items) { return items[pick(items.size())]; }
+  const T& one_of(const std::vector<T>& items) {
+    return items[pick(items.size())];
+  }
 
   /// Hashes come in chains (chain c holds c*1000+1 .. c*1000+kChainLength);
   /// a hash's lineage hash is fixed by its place in its chain, as real ones are.

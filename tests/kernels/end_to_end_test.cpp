@@ -33,20 +33,28 @@ class EndToEnd : public ::testing::TestWithParam<std::tuple<g1::G1Backend, PageL
  protected:
   void SetUp() override {
     const auto [backend, kind] = GetParam();
-    manager_ = std::make_unique<g1::G1Manager>(g1::G1ManagerConfig{
-        .capacity = kPages, .block_size = kBlock, .dp_rank = 0, .backend = backend, .enable_prefix_caching = true,
-        .eviction = g1::EvictionBackend::Lineage});
-    pool_ = std::make_unique<memory::KvPool>(
-        runtime_, KvLayout(KvGeometry{.layers = kLayers, .kv_heads = kKvHeads, .head_dim = kDim,
-                                      .dtype = KvDtype::Bf16, .tokens_per_block = kBlock},
-                           kind, kPages));
+    manager_ = std::make_unique<g1::G1Manager>(g1::G1ManagerConfig{.capacity = kPages,
+                                                                   .block_size = kBlock,
+                                                                   .dp_rank = 0,
+                                                                   .backend = backend,
+                                                                   .enable_prefix_caching = true,
+                                                                   .eviction = g1::EvictionBackend::Lineage});
+    pool_ = std::make_unique<memory::KvPool>(runtime_, KvLayout(KvGeometry{.layers = kLayers,
+                                                                           .kv_heads = kKvHeads,
+                                                                           .head_dim = kDim,
+                                                                           .dtype = KvDtype::Bf16,
+                                                                           .tokens_per_block = kBlock},
+                                                                kind, kPages));
   }
   bool native() const { return manager_->backend() == g1::G1Backend::Native; }
 
   ActiveSequence sequence(std::vector<std::uint32_t> tokens, std::size_t max_output = 8) {
-    return ActiveSequence(tokens, ActiveSequenceConfig{.block_size = kBlock, .max_output_tokens = max_output,
-                                                       .enable_prefix_caching = true, .emit_token_ids = false,
-                                                       .planned_output = {}, .seed = std::nullopt});
+    return ActiveSequence(tokens, ActiveSequenceConfig{.block_size = kBlock,
+                                                       .max_output_tokens = max_output,
+                                                       .enable_prefix_caching = true,
+                                                       .emit_token_ids = false,
+                                                       .planned_output = {},
+                                                       .seed = std::nullopt});
   }
 
   /// Allocates the prompt (the driver reuses the resident prefix on native)
@@ -70,7 +78,8 @@ class EndToEnd : public ::testing::TestWithParam<std::tuple<g1::G1Backend, PageL
   void compute(g1::OwnerId owner, const ActiveSequence& seq, std::size_t first, std::size_t end) {
     const auto table = manager_->block_table(owner);
     std::vector<std::int64_t> slots;
-    for (std::size_t t = first; t < end; ++t) slots.push_back(std::int64_t{table[t / kBlock].value()} * kBlock + t % kBlock);
+    for (std::size_t t = first; t < end; ++t)
+      slots.push_back(std::int64_t{table[t / kBlock].value()} * kBlock + t % kBlock);
     const std::vector<std::uint32_t> tokens(seq.tokens().begin(), seq.tokens().end());
     for (std::uint32_t layer = 0; layer < kLayers; ++layer) {
       const auto k = kv_rows(tokens, first, end, kKvHeads, kDim, 2 * layer);
@@ -91,11 +100,15 @@ class EndToEnd : public ::testing::TestWithParam<std::tuple<g1::G1Backend, PageL
     for (std::uint32_t layer = 0; layer < kLayers; ++layer) {
       std::vector<float> out(q.size());
       reference::paged_attention_decode(pool_->slab(), pool_->layout(),
-                                        PagedAttentionArgs{.query = q.data(), .block_tables = block_table.data(),
-                                                           .seq_lens = lens.data(), .out = out.data(), .seqs = 1,
+                                        PagedAttentionArgs{.query = q.data(),
+                                                           .block_tables = block_table.data(),
+                                                           .seq_lens = lens.data(),
+                                                           .out = out.data(),
+                                                           .seqs = 1,
                                                            .q_heads = kQHeads,
                                                            .max_blocks = static_cast<std::uint32_t>(block_table.size()),
-                                                           .layer = layer, .scale = scale});
+                                                           .layer = layer,
+                                                           .scale = scale});
       const auto expected = dense_attention(q, kQHeads, kv_rows(tokens, 0, seq.len(), kKvHeads, kDim, 2 * layer),
                                             kv_rows(tokens, 0, seq.len(), kKvHeads, kDim, 2 * layer + 1), seq.len(),
                                             kKvHeads, kDim, KvDtype::Bf16, scale);

@@ -13,8 +13,8 @@ namespace kvtier::kernels::testing {
 /// compute for `token` at `position` (so equal prefixes have equal KV).
 inline float kv_value(std::uint64_t token, std::uint64_t position, std::uint32_t head, std::uint32_t dim,
                       std::uint32_t part) {
-  std::uint64_t z = token * 0x9E3779B97F4A7C15ULL ^ (position << 20) ^ (std::uint64_t{head} << 8) ^ dim ^
-                    (std::uint64_t{part} << 60);
+  std::uint64_t z =
+      token * 0x9E3779B97F4A7C15ULL ^ (position << 20) ^ (std::uint64_t{head} << 8) ^ dim ^ (std::uint64_t{part} << 60);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
   return static_cast<float>((z ^ (z >> 31)) % 2000) / 1000.0f - 1.0f;
@@ -53,7 +53,8 @@ inline std::vector<float> dense_attention(const std::vector<float>& query, std::
     for (double& x : p) total += (x = std::exp(x - max_score));
     for (std::uint32_t d = 0; d < dim; ++d) {
       double acc = 0;
-      for (std::size_t t = 0; t < length; ++t) acc += p[t] * round_to_kv_dtype(values[(t * kv_heads + kvh) * dim + d], dtype);
+      for (std::size_t t = 0; t < length; ++t)
+        acc += p[t] * round_to_kv_dtype(values[(t * kv_heads + kvh) * dim + d], dtype);
       out[qh * dim + d] = static_cast<float>(acc / total);
     }
   }

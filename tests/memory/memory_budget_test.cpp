@@ -39,10 +39,12 @@ TEST(MemoryBudget, APoolLargerThanTheMachineIsRefusedBeforeAnyPageIsTouched) {
   HostRuntime runtime;
   const std::size_t total = runtime.device_info().total_bytes;
   // 2 MiB pages, enough of them to be twice the machine.
-  const KvGeometry geometry{.layers = 32, .kv_heads = 8, .head_dim = 128, .dtype = KvDtype::Bf16, .tokens_per_block = 16};
+  const KvGeometry geometry{
+      .layers = 32, .kv_heads = 8, .head_dim = 128, .dtype = KvDtype::Bf16, .tokens_per_block = 16};
   const auto pages = static_cast<std::uint32_t>(std::min<std::size_t>(2 * total / (2U << 20) + 1, UINT32_MAX));
   EXPECT_THROW(KvPool(runtime, KvLayout(geometry, PageLayout::PageMajor, pages)), AllocationError);
-  EXPECT_THROW(KvPool(runtime, KvLayout(geometry, PageLayout::PageMajor, pages), PoolMemory::PinnedHost), AllocationError);
+  EXPECT_THROW(KvPool(runtime, KvLayout(geometry, PageLayout::PageMajor, pages), PoolMemory::PinnedHost),
+               AllocationError);
   EXPECT_THROW(KvPool(runtime, KvLayout(geometry, PageLayout::PageMajor, pages), PoolMemory::PinnedHost, 1U << 30),
                AllocationError)
       << "pinned in pieces: the pieces together are checked";

@@ -116,8 +116,8 @@ TYPED_TEST_P(RuntimeContract, BatchedCopiesScatterAndGatherPages) {
   stream.copy_async(gather);
   stream.synchronize();
   for (std::size_t i = 0; i < kPages; ++i) {
-    EXPECT_TRUE(matches_page_pattern(
-        100 + i, 0, std::span<const std::byte>(back.bytes_data() + (kPages - 1 - i) * kPage, kPage)))
+    EXPECT_TRUE(matches_page_pattern(100 + i, 0,
+                                     std::span<const std::byte>(back.bytes_data() + (kPages - 1 - i) * kPage, kPage)))
         << "page " << i;
   }
 }
@@ -158,7 +158,8 @@ TYPED_TEST_P(RuntimeContract, BatchedDeviceToDeviceCopiesSmallAndLarge) {
     std::vector<CopyDescriptor> copies;
     std::size_t offset = 0;
     for (std::size_t bytes : sizes) {
-      if (!all_small || bytes <= (64 << 10)) copies.push_back({from.bytes_data() + offset, to.bytes_data() + offset, bytes});
+      if (!all_small || bytes <= (64 << 10))
+        copies.push_back({from.bytes_data() + offset, to.bytes_data() + offset, bytes});
       offset += bytes;
     }
     stream.copy_async(copies);
@@ -251,9 +252,10 @@ TYPED_TEST_P(RuntimeContract, CopyPlanCoalescesRunsAndRefusesMismatches) {
   EXPECT_EQ(plan[0].bytes, 3 * a.layout().page_bytes());
   const std::vector<PageId> split{PageId(7), PageId(0), PageId(1)};
   EXPECT_EQ(page_copy_plan(a, run, b, split).size(), 2U);  // 2 -> 7 alone; 3, 4 -> 0, 1 one copy
-  KvPool other(this->runtime(), KvLayout(KvGeometry{.layers = 1, .kv_heads = 1, .head_dim = 8, .dtype = KvDtype::Fp32,
-                                                    .tokens_per_block = 2},
-                                         PageLayout::PageMajor, 4));
+  KvPool other(
+      this->runtime(),
+      KvLayout(KvGeometry{.layers = 1, .kv_heads = 1, .head_dim = 8, .dtype = KvDtype::Fp32, .tokens_per_block = 2},
+               PageLayout::PageMajor, 4));
   EXPECT_THROW(page_copy_plan(a, run, other, std::vector<PageId>{PageId(0), PageId(1), PageId(2)}), ContractError);
   EXPECT_THROW(page_copy_plan(a, run, b, std::vector<PageId>{PageId(0)}), ContractError);
   EXPECT_THROW(page_copy_plan(a, std::vector<PageId>{PageId(8)}, b, std::vector<PageId>{PageId(0)}), ContractError);
@@ -298,7 +300,7 @@ TYPED_TEST_P(RuntimeContract, InvalidCopyIsRejectedBeforeAnythingRuns) {
   EXPECT_THROW(stream.copy_async(batch), ContractError);
   stream.synchronize();
   EXPECT_FALSE(holds_pattern(target, 3));  // the valid half did not run either
-  stream.copy_async(batch[0]);            // and the stream is still usable
+  stream.copy_async(batch[0]);             // and the stream is still usable
   stream.synchronize();
   EXPECT_TRUE(holds_pattern(target, 3));
 }
@@ -334,7 +336,8 @@ TYPED_TEST_P(RuntimeContract, KvPoolFillAndVerifyBothLayouts) {
 
 TYPED_TEST_P(RuntimeContract, KvPoolPatternSpansSeveralStagingBatches) {
   // 2 MiB pages: the 16 MiB staging buffer holds 8, so 20 pages take 3 batches.
-  const KvGeometry geometry{.layers = 8, .kv_heads = 8, .head_dim = 128, .dtype = KvDtype::Bf16, .tokens_per_block = 64};
+  const KvGeometry geometry{
+      .layers = 8, .kv_heads = 8, .head_dim = 128, .dtype = KvDtype::Bf16, .tokens_per_block = 64};
   KvPool pool(this->runtime(), KvLayout(geometry, PageLayout::LayerMajor, 20));
   ASSERT_EQ(pool.layout().page_bytes(), 2U << 20);
   std::vector<PageId> pages;
@@ -380,14 +383,19 @@ TYPED_TEST_P(RuntimeContract, WriteKvThroughSlotsMatchesTheReference) {
       for (std::uint32_t layer = 0; layer < geometry.layers; ++layer) {
         auto* k = static_cast<float*>(key.data());
         auto* v = static_cast<float*>(value.data());
-        stream.synchronize();  // the previous layer's write read these buffers
+        stream.synchronize();                              // the previous layer's write read these buffers
         for (std::size_t i = 0; i < kTokens * row; ++i) {  // small integers: exact in every dtype
           k[i] = static_cast<float>(static_cast<int>((i * 7 + layer * 3) % 15) - 7);
           v[i] = static_cast<float>(static_cast<int>((i * 5 + layer) % 13) - 6);
         }
         kernels::reference::write_kv(expected.data(), layout, layer, k, v, kTokens, slot_list);
-        stream.write_kv_async(KvWrite{.slab = pool.slab(), .layout = &pool.layout(), .layer = layer, .key = k,
-                                      .value = v, .tokens = kTokens, .slots = static_cast<std::int64_t*>(slots.data())});
+        stream.write_kv_async(KvWrite{.slab = pool.slab(),
+                                      .layout = &pool.layout(),
+                                      .layer = layer,
+                                      .key = k,
+                                      .value = v,
+                                      .tokens = kTokens,
+                                      .slots = static_cast<std::int64_t*>(slots.data())});
       }
       stream.synchronize();
       const std::vector<PageId> pages{PageId(0), PageId(1), PageId(2), PageId(7)};
@@ -412,7 +420,8 @@ TYPED_TEST_P(RuntimeContract, WriteKvRefusesABadWriteBeforeEnqueuing) {
   auto* f = static_cast<float*>(floats.data());
   auto* s = static_cast<std::int64_t*>(slots.data());
   Stream stream = this->runtime().create_stream();
-  KvWrite write{.slab = pool.slab(), .layout = &pool.layout(), .layer = 2, .key = f, .value = f, .tokens = 1, .slots = s};
+  KvWrite write{
+      .slab = pool.slab(), .layout = &pool.layout(), .layer = 2, .key = f, .value = f, .tokens = 1, .slots = s};
   EXPECT_THROW(stream.write_kv_async(write), ContractError);  // layer outside the layout
   write.layer = 0;
   write.key = nullptr;
@@ -431,9 +440,9 @@ TYPED_TEST_P(RuntimeContract, BlockTableBuilderPacksPaddedRowsWithOneCopyPerStep
   const std::vector<PageId> second{PageId(9)};
   const std::vector<PageId> third{PageId(1), PageId(4), PageId(5)};
   for (int step = 0; step < 3; ++step) {  // reuses both staging buffers
-    const std::vector<std::span<const PageId>> rows =
-        step == 1 ? std::vector<std::span<const PageId>>{third}
-                  : std::vector<std::span<const PageId>>{first, second, third};
+    const std::vector<std::span<const PageId>> rows = step == 1
+                                                          ? std::vector<std::span<const PageId>>{third}
+                                                          : std::vector<std::span<const PageId>>{first, second, third};
     const std::int32_t* table = builder.build(rows, stream);
     stream.copy_async({table, readback.data(), rows.size() * 3 * sizeof(std::int32_t)});
     stream.synchronize();
@@ -450,9 +459,11 @@ TYPED_TEST_P(RuntimeContract, BlockTableBuilderPacksPaddedRowsWithOneCopyPerStep
   EXPECT_THROW(builder.build(too_many, stream), ContractError);
 }
 
-REGISTER_TYPED_TEST_SUITE_P(RuntimeContract, WriteKvThroughSlotsMatchesTheReference, WriteKvRefusesABadWriteBeforeEnqueuing, AllocatesDistinctBuffersOfTheRequestedSize, WorkOnOneStreamRunsInOrder,
-                            AllocationsAreZeroFilled, BatchedDeviceToDeviceCopiesSmallAndLarge,
-                            PagesMoveBetweenLayoutsAndTiersByTheCopyPlan, CopyPlanCoalescesRunsAndRefusesMismatches,
+REGISTER_TYPED_TEST_SUITE_P(RuntimeContract, WriteKvThroughSlotsMatchesTheReference,
+                            WriteKvRefusesABadWriteBeforeEnqueuing, AllocatesDistinctBuffersOfTheRequestedSize,
+                            WorkOnOneStreamRunsInOrder, AllocationsAreZeroFilled,
+                            BatchedDeviceToDeviceCopiesSmallAndLarge, PagesMoveBetweenLayoutsAndTiersByTheCopyPlan,
+                            CopyPlanCoalescesRunsAndRefusesMismatches,
                             GatherMovesScatteredPagesThroughADeviceRingAndBack, APriorityStreamOrdersItsWorkAsAnyStream,
                             CrossStreamWaitOrdersWorkAfterTheRecordedEvent, BatchedCopiesScatterAndGatherPages,
                             EventsCompleteAfterTheWorkBeforeThem, FillWritesTheByteValue,

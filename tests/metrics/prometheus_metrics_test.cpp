@@ -22,10 +22,21 @@ bool has_line(const std::string& text, const std::string& line) {
 
 KvMetrics with_g2() {
   KvMetrics m;
-  m.tier(Tier::G1) = TierMetrics{.present = true, .capacity_blocks = 100, .used_blocks = 25, .cached_blocks = 40,
-                                 .hit_blocks = 30, .stored_blocks = 70, .evicted_blocks = 9};
-  m.tier(Tier::G2) = TierMetrics{.present = true, .capacity_blocks = 50, .used_blocks = 10, .cached_blocks = 10,
-                                 .hit_blocks = 5, .stored_blocks = 12, .evicted_blocks = 2, .checksum_failures = 1};
+  m.tier(Tier::G1) = TierMetrics{.present = true,
+                                 .capacity_blocks = 100,
+                                 .used_blocks = 25,
+                                 .cached_blocks = 40,
+                                 .hit_blocks = 30,
+                                 .stored_blocks = 70,
+                                 .evicted_blocks = 9};
+  m.tier(Tier::G2) = TierMetrics{.present = true,
+                                 .capacity_blocks = 50,
+                                 .used_blocks = 10,
+                                 .cached_blocks = 10,
+                                 .hit_blocks = 5,
+                                 .stored_blocks = 12,
+                                 .evicted_blocks = 2,
+                                 .checksum_failures = 1};
   m.query_blocks = 80;
   m.g1_to_g2 = TransferMetrics{.transfers = 3, .blocks = 12, .bytes = 12 * 4096};
   m.g2_to_g1 = TransferMetrics{.transfers = 1, .blocks = 5, .bytes = 5 * 4096};

@@ -8,7 +8,8 @@ namespace {
 
 KvEvent stored(StorageTier tier, std::size_t blocks) {
   KvStored data;
-  for (std::size_t i = 0; i < blocks; ++i) data.blocks.push_back(StoredBlock{.hash = SequenceHash(i + 1), .local = LocalBlockHash(0)});
+  for (std::size_t i = 0; i < blocks; ++i)
+    data.blocks.push_back(StoredBlock{.hash = SequenceHash(i + 1), .local = LocalBlockHash(0)});
   return KvEvent{.id = 0, .dp_rank = 0, .tier = tier, .data = data};
 }
 

@@ -173,8 +173,9 @@ TEST(OffloadEngineAttach, AnEngineServesOneManagerAndAManagerOneEngine) {
   EXPECT_TRUE(first.has_offload_engine());
   EXPECT_THROW(second.attach_offload_engine(engine), ContractError);
   EXPECT_FALSE(second.has_offload_engine());
-  EXPECT_THROW(first.attach_offload_engine(std::make_shared<OffloadEngine>(runtime, pool, OffloadConfig{.host_blocks = 2})),
-               ContractError);
+  EXPECT_THROW(
+      first.attach_offload_engine(std::make_shared<OffloadEngine>(runtime, pool, OffloadConfig{.host_blocks = 2})),
+      ContractError);
   EXPECT_THROW(first.attach_offload_engine(nullptr), ContractError);
 }
 

@@ -26,8 +26,8 @@ class NativeOffload : public ::testing::Test {
  protected:
   static constexpr std::uint32_t kBlockSize = 4;
   void build(std::uint32_t capacity, std::uint32_t host_blocks) {
-    const KvGeometry geometry{.layers = 2, .kv_heads = 2, .head_dim = 16, .dtype = KvDtype::Bf16,
-                              .tokens_per_block = kBlockSize};
+    const KvGeometry geometry{
+        .layers = 2, .kv_heads = 2, .head_dim = 16, .dtype = KvDtype::Bf16, .tokens_per_block = kBlockSize};
     pool_ = std::make_unique<memory::KvPool>(runtime_, KvLayout(geometry, PageLayout::PageMajor, capacity));
     engine_ = std::make_shared<OffloadEngine>(runtime_, *pool_, OffloadConfig{.host_blocks = host_blocks});
     manager_ = std::make_unique<g1::G1Manager>(g1::G1ManagerConfig{.capacity = capacity, .block_size = kBlockSize},
@@ -116,7 +116,9 @@ TEST_F(NativeOffload, SwapInRegistersCachedInactiveBlocksThatAReuseFindsWithThei
   // A request reusing both finds the bytes written before they went to G2.
   ASSERT_TRUE(manager_->process_for_request(g1::OwnerId(3), use_full({1, 2}), 2).is_ready());
   const auto table = manager_->block_table(g1::OwnerId(3));
-  EXPECT_TRUE(pool_->find_pattern_mismatches(std::vector<PageId>(table.begin(), table.end()), std::vector<std::uint64_t>{1, 2}).empty());
+  EXPECT_TRUE(
+      pool_->find_pattern_mismatches(std::vector<PageId>(table.begin(), table.end()), std::vector<std::uint64_t>{1, 2})
+          .empty());
   ASSERT_NO_THROW(manager_->audit());
 }
 
@@ -144,8 +146,9 @@ TEST_F(NativeOffload, PinnedG1PrefixAndSwapInParentTheRun) {
   auto pins = manager_->try_pin_g1_prefix(keys({1}));
   ASSERT_TRUE(pins.has_value());
   EXPECT_FALSE(manager_->try_pin_g1_prefix(keys({1, 2})).has_value());
-  EXPECT_THROW((void)manager_->try_pin_g1_prefix(std::vector{PositionalLineageHash(SequenceHash(1), SequenceHash(9), 3)}),
-               ContractError);  // a lineage key, not a native one
+  EXPECT_THROW(
+      (void)manager_->try_pin_g1_prefix(std::vector{PositionalLineageHash(SequenceHash(1), SequenceHash(9), 3)}),
+      ContractError);  // a lineage key, not a native one
   auto start = manager_->try_batch_swap_in(keys({2, 3}), pins);
   if (start.status == SwapInStatus::BlockedOnG1Offload) {
     manager_->collect_offloads(true);

@@ -49,7 +49,8 @@ class OffloadContract : public ::testing::Test {
 
   /// A KVBM manager with `capacity` G1 pages and an engine of `host_blocks`.
   void build(std::uint32_t capacity, std::uint32_t host_blocks, OffloadConfig config = {}) {
-    const KvGeometry geometry{.layers = 2, .kv_heads = 2, .head_dim = 16, .dtype = KvDtype::Bf16, .tokens_per_block = 4};
+    const KvGeometry geometry{
+        .layers = 2, .kv_heads = 2, .head_dim = 16, .dtype = KvDtype::Bf16, .tokens_per_block = 4};
     g1_pool_ = std::make_unique<memory::KvPool>(*runtime_, KvLayout(geometry, PageLayout::LayerMajor, capacity));
     config.host_blocks = host_blocks;
     engine_ = std::make_shared<OffloadEngine>(*runtime_, *g1_pool_, config);
@@ -100,7 +101,8 @@ class OffloadContract : public ::testing::Test {
   }
   /// try_batch_swap_in after a G1 prefix pin, waiting once for the swap-outs
   /// that make room in G1.
-  g1::SwapInStart swap_in(std::span<const PositionalLineageHash> plhs, std::span<const PositionalLineageHash> prefix = {}) {
+  g1::SwapInStart swap_in(std::span<const PositionalLineageHash> plhs,
+                          std::span<const PositionalLineageHash> prefix = {}) {
     auto start = manager_->try_batch_swap_in(plhs, manager_->try_pin_g1_prefix(prefix));
     if (start.status != SwapInStatus::BlockedOnG1Offload) return start;
     manager_->collect_offloads(true);
@@ -131,7 +133,7 @@ TYPED_TEST_P(OffloadContract, SourceSlotIsQuarantinedUntilItsCopyCompletes) {
   const G1Acquire blocked = this->use(2, use_chain({2}));
   ASSERT_EQ(blocked.kind, G1Acquire::Kind::BlockedOnOffload);
   EXPECT_NE(blocked.offload_id, 0U);
-  EXPECT_EQ(this->manager_->metrics().active_blocks, 1U);  // the quarantined source
+  EXPECT_EQ(this->manager_->metrics().active_blocks, 1U);   // the quarantined source
   EXPECT_FALSE(this->manager_->has_owner(g1::OwnerId(2)));  // nothing committed
   EXPECT_TRUE(this->manager_->earliest_offload_deadline().has_value());
   EXPECT_EQ(this->manager_->offload_stats().quarantined, 1U);
@@ -285,7 +287,7 @@ TYPED_TEST_P(OffloadContract, VictimsWithNoRoomInG2AreDroppedAndNeverBlock) {
 TYPED_TEST_P(OffloadContract, CancelledSwapInReleasesItsPagesAfterTheCopyStopped) {
   this->build(2, 4);
   ASSERT_TRUE(this->use(2, use_chain({2})).is_ready());  // stays active
-  this->push_to_g2(1, {1}, 3, {3});                       // G1: 2 active, 3 inactive; 1 in G2
+  this->push_to_g2(1, {1}, 3, {3});                      // G1: 2 active, 3 inactive; 1 in G2
   const auto start = this->swap_in(chain_plhs({1}));
   ASSERT_EQ(start.status, SwapInStatus::Scheduled);
   EXPECT_EQ(this->manager_->metrics().active_blocks, 2U);  // owner 2 and the destination

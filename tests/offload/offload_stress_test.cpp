@@ -30,8 +30,8 @@ std::string stress_name(const ::testing::TestParamInfo<StressParams>& info) {
   const std::string backend = info.param.backend == g1::G1Backend::Native
                                   ? std::string("native")
                                   : std::string("kvbm_") + g1::eviction_backend_name(info.param.eviction);
-  return backend + "_g1_" + std::to_string(info.param.capacity) +
-         "_g2_" + std::to_string(info.param.host_blocks) + (info.param.verify_swaps ? "_verified" : "") +
+  return backend + "_g1_" + std::to_string(info.param.capacity) + "_g2_" + std::to_string(info.param.host_blocks) +
+         (info.param.verify_swaps ? "_verified" : "") +
          (info.param.staging_pages > 0 ? "_ring_" + std::to_string(info.param.staging_pages) : "");
 }
 
@@ -41,18 +41,17 @@ class OffloadStress : public ::testing::TestWithParam<StressParams> {
 
   void SetUp() override {
     const StressParams& p = GetParam();
-    const KvGeometry geometry{.layers = 2, .kv_heads = 2, .head_dim = 16, .dtype = KvDtype::Bf16,
-                              .tokens_per_block = kBlockSize};
+    const KvGeometry geometry{
+        .layers = 2, .kv_heads = 2, .head_dim = 16, .dtype = KvDtype::Bf16, .tokens_per_block = kBlockSize};
     pool_ = std::make_unique<memory::KvPool>(runtime_, KvLayout(geometry, PageLayout::LayerMajor, p.capacity));
-    engine_ = std::make_shared<OffloadEngine>(
-        runtime_, *pool_,
-        OffloadConfig{.host_blocks = p.host_blocks,
-                      .batch_blocks = p.batch_blocks,
-                      .verify_swaps = p.verify_swaps,
-                      .staging_pages = p.staging_pages});
+    engine_ = std::make_shared<OffloadEngine>(runtime_, *pool_,
+                                              OffloadConfig{.host_blocks = p.host_blocks,
+                                                            .batch_blocks = p.batch_blocks,
+                                                            .verify_swaps = p.verify_swaps,
+                                                            .staging_pages = p.staging_pages});
     manager_ = std::make_unique<g1::G1Manager>(
-        g1::G1ManagerConfig{.capacity = p.capacity, .block_size = kBlockSize, .backend = p.backend,
-                            .eviction = p.eviction},
+        g1::G1ManagerConfig{
+            .capacity = p.capacity, .block_size = kBlockSize, .backend = p.backend, .eviction = p.eviction},
         std::vector<std::shared_ptr<KvEventSink>>{sink_});
     manager_->attach_offload_engine(engine_);
   }
@@ -114,7 +113,8 @@ class OffloadStress : public ::testing::TestWithParam<StressParams> {
   void admit(Live& request) {
     for (int attempt = 0; attempt < 64; ++attempt) {
       const std::size_t hits = manager_->get_prefill_cost(request.sequence).cached_tokens / kBlockSize;
-      const auto acquire = driver::RequestDriver(*manager_).allocate(request.owner, request.sequence, request.sequence.len());
+      const auto acquire =
+          driver::RequestDriver(*manager_).allocate(request.owner, request.sequence, request.sequence.len());
       if (acquire.kind == g1::G1Acquire::Kind::BlockedOnOffload) {
         manager_->collect_offloads(true);
         continue;

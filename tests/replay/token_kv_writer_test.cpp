@@ -64,7 +64,8 @@ TEST(TokenKvWriter, WrittenTokensReadBackAsTheirKvAndAnythingElseIsAMismatch) {
       EXPECT_EQ(writer.find_mismatches(std::vector<PageId>{PageId(1), PageId(4)}, both).size(), 2U);
       EXPECT_EQ(writer.find_mismatches(std::vector<PageId>{PageId(0)}, first), std::vector<PageId>{PageId(0)});
       pool.slab()[pool.layout().chunk_offset(4, pool.layout().chunks_per_page() - 1) + 5] ^= std::byte{1};
-      EXPECT_EQ(writer.find_mismatches(std::vector<PageId>{PageId(4), PageId(1)}, both), std::vector<PageId>{PageId(4)});
+      EXPECT_EQ(writer.find_mismatches(std::vector<PageId>{PageId(4), PageId(1)}, both),
+                std::vector<PageId>{PageId(4)});
     }
   }
 }
@@ -88,7 +89,8 @@ TEST(TokenKvWriter, BadSlotsAndShapesAreRefusedAndWriteNothing) {
   EXPECT_EQ(writer.staged(), 0U);
   EXPECT_THROW((void)writer.find_mismatches(std::vector<PageId>{PageId(0)}, std::vector<std::uint64_t>{1, 2}),
                ContractError);
-  EXPECT_TRUE(std::all_of(pool.slab(), pool.slab() + pool.layout().slab_bytes(), [](std::byte b) { return b == std::byte{0}; }));
+  EXPECT_TRUE(std::all_of(pool.slab(), pool.slab() + pool.layout().slab_bytes(),
+                          [](std::byte b) { return b == std::byte{0}; }));
 }
 
 }  // namespace

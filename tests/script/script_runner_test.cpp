@@ -23,13 +23,13 @@ std::string run(const std::string& script, int* status = nullptr) {
 }
 
 TEST(ScriptRunner, LayoutAndConfigSizesThatDoNotFitIn32BitsAreRefusedNotTruncated) {
-  for (const char* init : {
-           R"({"op":"init","capacity":4,"block_size":4,"device":"host","layout":{"layers":4294967297}})",
-           R"({"op":"init","capacity":4,"block_size":4,"device":"host","layout":{"kv_heads":4294967297}})",
-           R"({"op":"init","capacity":4,"block_size":4,"device":"host","layout":{"head_dim":4294967298}})",
-           R"({"op":"init","capacity":4294967297,"block_size":4,"device":"host"})",
-           R"({"op":"init","capacity":4,"block_size":4294967300,"device":"host"})",
-           R"({"op":"init","capacity":4,"block_size":4,"dp_rank":4294967296,"device":"host"})"}) {
+  for (const char* init :
+       {R"({"op":"init","capacity":4,"block_size":4,"device":"host","layout":{"layers":4294967297}})",
+        R"({"op":"init","capacity":4,"block_size":4,"device":"host","layout":{"kv_heads":4294967297}})",
+        R"({"op":"init","capacity":4,"block_size":4,"device":"host","layout":{"head_dim":4294967298}})",
+        R"({"op":"init","capacity":4294967297,"block_size":4,"device":"host"})",
+        R"({"op":"init","capacity":4,"block_size":4294967300,"device":"host"})",
+        R"({"op":"init","capacity":4,"block_size":4,"dp_rank":4294967296,"device":"host"})"}) {
     ScriptRunner runner;
     const auto answer = runner.run_line(init, 1);
     ASSERT_TRUE(answer);
@@ -40,11 +40,12 @@ TEST(ScriptRunner, LayoutAndConfigSizesThatDoNotFitIn32BitsAreRefusedNotTruncate
 }
 
 TEST(ScriptRunner, OffloadSettingsWithoutATierAreRefused) {
-  for (const auto& [init, message] : std::vector<std::pair<const char*, const char*>>{
-           {R"({"op":"init","backend":"kvbm","capacity":4,"block_size":4,"device":"host","verify_swaps":true})",
-            "need the offload tier"},
-           {R"({"op":"init","backend":"kvbm","capacity":4,"block_size":4,"device":"host","host_blocks":2,"offload_batch":0})",
-            "offload_batch must be at least one block"}}) {
+  for (
+      const auto& [init, message] : std::vector<std::pair<const char*, const char*>>{
+          {R"({"op":"init","backend":"kvbm","capacity":4,"block_size":4,"device":"host","verify_swaps":true})",
+           "need the offload tier"},
+          {R"({"op":"init","backend":"kvbm","capacity":4,"block_size":4,"device":"host","host_blocks":2,"offload_batch":0})",
+           "offload_batch must be at least one block"}}) {
     ScriptRunner runner;
     const auto answer = runner.run_line(init, 1);
     ASSERT_TRUE(answer);
@@ -56,7 +57,8 @@ TEST(ScriptRunner, OffloadSettingsWithoutATierAreRefused) {
 
 TEST(ScriptRunner, WithoutATierTheOffloadOpsAnswerNothingMoves) {
   ScriptRunner runner;
-  ASSERT_TRUE(runner.run_line(R"({"op":"init","backend":"kvbm","capacity":2,"block_size":4,"device":"host"})", 1)->at("ok"));
+  ASSERT_TRUE(
+      runner.run_line(R"({"op":"init","backend":"kvbm","capacity":2,"block_size":4,"device":"host"})", 1)->at("ok"));
   const auto wait = runner.run_line(R"({"op":"wait_offload"})", 2);
   EXPECT_EQ(wait->at("completed").size(), 0U);
   EXPECT_EQ(runner.run_line(R"({"op":"swap_in","id":"s","plhs":[1]})", 3)->at("result"), "no_hits");
@@ -75,7 +77,8 @@ class FullDisk : public std::streambuf {
 };
 
 TEST(ScriptRunner, WriteErrorIsStatus2WithAMessage) {
-  std::istringstream in(R"({"op":"init","capacity":4,"block_size":4,"device":"host"})" "\n");
+  std::istringstream in(R"({"op":"init","capacity":4,"block_size":4,"device":"host"})"
+                        "\n");
   FullDisk disk;
   std::ostream out(&disk);
   std::ostringstream err;
@@ -96,11 +99,16 @@ TEST(ScriptRunner, ScriptsReplayByteForByteWithCachingOffAndRandomOutput) {
   // Caching off gives random block identities and generate without a token a
   // random token: both come from the init seed and the sequence id.
   const std::string script =
-      R"({"op":"init","capacity":8,"block_size":4,"device":"host","prefix_caching":false,"seed":7})" "\n"
-      R"({"op":"sequence","id":"s","owner":"r","token_range":[0,9],"max_output":3,"planned_output":[]})" "\n"
-      R"({"op":"allocate","sequence":"s","tokens":9})" "\n"
-      R"({"op":"generate","sequence":"s","token":1})" "\n"
-      R"({"op":"block_table","owner":"r"})" "\n";
+      R"({"op":"init","capacity":8,"block_size":4,"device":"host","prefix_caching":false,"seed":7})"
+      "\n"
+      R"({"op":"sequence","id":"s","owner":"r","token_range":[0,9],"max_output":3,"planned_output":[]})"
+      "\n"
+      R"({"op":"allocate","sequence":"s","tokens":9})"
+      "\n"
+      R"({"op":"generate","sequence":"s","token":1})"
+      "\n"
+      R"({"op":"block_table","owner":"r"})"
+      "\n";
   const std::string first = run(script);
   EXPECT_EQ(first, run(script));
   EXPECT_NE(first.find("\"hash\""), std::string::npos);
@@ -111,7 +119,8 @@ TEST(ScriptRunner, ScriptsReplayByteForByteWithCachingOffAndRandomOutput) {
 
 TEST(ScriptRunner, ALineLongerThanTheLimitEndsTheScriptWithStatus2) {
   // Regression (issue 23): a script line was read whole, whatever its length.
-  const std::string init = R"({"op":"init","capacity":8,"block_size":4,"device":"host"})" "\n";
+  const std::string init = R"({"op":"init","capacity":8,"block_size":4,"device":"host"})"
+                           "\n";
   int status = 0;
   const std::string out = run(init + std::string(kMaxLineBytes + 1, ' ') + "\n" + init, &status);
   EXPECT_EQ(status, 2);

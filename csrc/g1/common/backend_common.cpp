@@ -1,5 +1,5 @@
-#include "kvtier/core/expects.hpp"
 #include "g1/common/backend_common.hpp"
+#include "kvtier/core/expects.hpp"
 
 #include <algorithm>
 #include <variant>

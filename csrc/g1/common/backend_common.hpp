@@ -20,7 +20,8 @@ class BackendCommon : public BlockManager {
   void attach_offload(OffloadTier* tier) final;
 
  protected:
-  BackendCommon(std::uint32_t block_size, KvEventPublisher& publisher) : block_size_(block_size), publisher_(publisher) {}
+  BackendCommon(std::uint32_t block_size, KvEventPublisher& publisher)
+      : block_size_(block_size), publisher_(publisher) {}
   virtual void promote(OwnerId owner, const PromoteSignal& signal) = 0;
   /// The tier is attached (tier_ is set).
   virtual void on_offload_attached() {}

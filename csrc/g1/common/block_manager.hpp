@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "kvtier/core/active_sequence.hpp"
-#include "kvtier/core/move_block.hpp"
 #include "kvtier/core/errors.hpp"
+#include "kvtier/core/move_block.hpp"
 #include "kvtier/g1/g1_types.hpp"
 #include "kvtier/g1/offload_tier.hpp"
 
@@ -68,7 +68,9 @@ class BlockManager {
   /// From now on, eviction of a registered block hands it to `tier`
   /// (docs/semantics.md §5.2); an allocation whose victims went to a copy does
   /// not commit and answers BlockedOnOffload (§5.3).
-  virtual void attach_offload(OffloadTier* /*tier*/) { throw ContractError("this G1 backend cannot attach an offload tier"); }
+  virtual void attach_offload(OffloadTier* /*tier*/) {
+    throw ContractError("this G1 backend cannot attach an offload tier");
+  }
   /// The copies reading these quarantined pages have stopped: free them.
   virtual void release_quarantined(std::span<const PageId> /*pages*/) { no_tier(); }
   virtual std::size_t quarantined() const { return 0; }

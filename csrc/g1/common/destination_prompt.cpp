@@ -9,7 +9,8 @@ DestinationPrompt DestinationPrompt::of(const ActiveSequence& sequence, std::uin
   KVTIER_EXPECTS(sequence.block_size() == block_size, "sequence block size differs from the manager's");
   const std::size_t prompt_blocks = (sequence.num_input_tokens() + block_size - 1) / block_size;
   DestinationPrompt prompt;
-  prompt.blocks.assign(sequence.blocks().begin(), sequence.blocks().begin() + static_cast<std::ptrdiff_t>(prompt_blocks));
+  prompt.blocks.assign(sequence.blocks().begin(),
+                       sequence.blocks().begin() + static_cast<std::ptrdiff_t>(prompt_blocks));
   while (prompt.full < prompt_blocks && prompt.blocks[prompt.full].is_full()) {
     if (sequence.enable_prefix_caching()) prompt.local_hashes.push_back(sequence.local_hash(prompt.full));
     ++prompt.full;

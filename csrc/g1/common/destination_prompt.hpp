@@ -11,8 +11,8 @@ namespace kvtier::g1::detail {
 /// The prompt blocks of a sequence whose KV arrives by transfer, with what
 /// their Stored events need.
 struct DestinationPrompt {
-  std::vector<UniqueBlock> blocks;  // the prompt's blocks; all but a partial tail are full
-  std::size_t full = 0;             // leading full blocks
+  std::vector<UniqueBlock> blocks;           // the prompt's blocks; all but a partial tail are full
+  std::size_t full = 0;                      // leading full blocks
   std::vector<LocalBlockHash> local_hashes;  // aligned with the full blocks; empty without prefix caching
   std::optional<BlockTokenIds> token_ids;    // aligned with the full blocks where the sequence emits them
 

@@ -3,10 +3,10 @@
 #include <string>
 #include <utility>
 
-#include "kvtier/core/errors.hpp"
 #include "g1/eviction/lineage_eviction_policy.hpp"
 #include "g1/eviction/lru_eviction_policy.hpp"
 #include "g1/eviction/multi_lru_eviction_policy.hpp"
+#include "kvtier/core/errors.hpp"
 
 namespace kvtier::g1 {
 
@@ -16,9 +16,12 @@ void EvictionPolicy::check_insertable(std::span<const PositionalLineageHash> plh
 
 const char* eviction_backend_name(EvictionBackend backend) noexcept {
   switch (backend) {
-    case EvictionBackend::Lineage: return "lineage";
-    case EvictionBackend::Lru: return "lru";
-    case EvictionBackend::MultiLru: return "multi_lru";
+    case EvictionBackend::Lineage:
+      return "lineage";
+    case EvictionBackend::Lru:
+      return "lru";
+    case EvictionBackend::MultiLru:
+      return "multi_lru";
   }
   return "?";
 }
@@ -32,9 +35,12 @@ EvictionBackend parse_eviction_backend(std::string_view name) {
 
 std::unique_ptr<EvictionPolicy> make_eviction_policy(EvictionBackend backend, std::uint32_t capacity) {
   switch (backend) {
-    case EvictionBackend::Lru: return std::make_unique<LruEvictionPolicy>(capacity);
-    case EvictionBackend::MultiLru: return std::make_unique<MultiLruEvictionPolicy>(capacity);
-    case EvictionBackend::Lineage: break;
+    case EvictionBackend::Lru:
+      return std::make_unique<LruEvictionPolicy>(capacity);
+    case EvictionBackend::MultiLru:
+      return std::make_unique<MultiLruEvictionPolicy>(capacity);
+    case EvictionBackend::Lineage:
+      break;
   }
   return std::make_unique<LineageEvictionPolicy>(capacity);
 }

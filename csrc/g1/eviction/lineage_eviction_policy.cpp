@@ -91,7 +91,7 @@ void LineageEvictionPolicy::insert(PageId page, const PositionalLineageHash& plh
     node = new_node(key);
   } else if (nodes_[node].page != kNoNode) {
     check_insertable(std::span<const PositionalLineageHash>(&plh, 1));  // throws: the key is taken
-  }  // else: fill the ghost
+  }                                                                     // else: fill the ghost
   nodes_[node].page = page.value();
   nodes_[node].tick = next_tick_++;
   node_of_page_[page.value()] = node;
@@ -136,8 +136,7 @@ std::optional<PageId> LineageEvictionPolicy::evict() {
 }
 
 std::size_t LineageEvictionPolicy::metadata_bytes() const {
-  return nodes_.size() * sizeof(Node) +
-         node_of_page_.capacity() * sizeof(std::uint32_t) + index_.memory_bytes() +
+  return nodes_.size() * sizeof(Node) + node_of_page_.capacity() * sizeof(std::uint32_t) + index_.memory_bytes() +
          leaves_.size() * (sizeof(LeafKey) + 4 * sizeof(void*));
 }
 

@@ -4,8 +4,8 @@
 #include <tuple>
 #include <vector>
 
-#include "kvtier/g1/eviction_policy.hpp"
 #include "g1/common/id_index.hpp"
+#include "kvtier/g1/eviction_policy.hpp"
 
 namespace kvtier::g1 {
 
@@ -66,7 +66,7 @@ class LineageEvictionPolicy final : public EvictionPolicy {
   void drop_childless(std::uint32_t node);
   void free_node(std::uint32_t node);
 
-  std::deque<Node> nodes_;  // grows in chunks: ghosts never double the whole table
+  std::deque<Node> nodes_;              // grows in chunks: ghosts never double the whole table
   std::uint32_t free_nodes_ = kNoNode;  // freed nodes, linked through Node::parent
   std::vector<std::uint32_t> node_of_page_;
   IdIndex<KeyOfNode> index_;

@@ -30,8 +30,6 @@ std::optional<PageId> LruEvictionPolicy::evict() {
   return PageId(page);
 }
 
-std::size_t LruEvictionPolicy::metadata_bytes() const {
-  return links_.memory_bytes();
-}
+std::size_t LruEvictionPolicy::metadata_bytes() const { return links_.memory_bytes(); }
 
 }  // namespace kvtier::g1

@@ -1,8 +1,8 @@
 #pragma once
 #include <vector>
 
-#include "kvtier/g1/eviction_policy.hpp"
 #include "g1/eviction/page_list.hpp"
+#include "kvtier/g1/eviction_policy.hpp"
 
 namespace kvtier::g1 {
 

@@ -2,9 +2,9 @@
 #include <array>
 #include <vector>
 
-#include "kvtier/g1/eviction_policy.hpp"
 #include "g1/eviction/page_list.hpp"
 #include "g1/eviction/tiny_lfu.hpp"
+#include "kvtier/g1/eviction_policy.hpp"
 
 namespace kvtier::g1 {
 

@@ -9,7 +9,8 @@ namespace kvtier::g1 {
 /// prev/next links of every page, shared by the intrusive lists built on them.
 struct PageLinks {
   static constexpr std::uint8_t kNoList = 0xFF;
-  explicit PageLinks(std::uint32_t capacity) : prev(capacity, kNoPage), next(capacity, kNoPage), list(capacity, kNoList) {}
+  explicit PageLinks(std::uint32_t capacity)
+      : prev(capacity, kNoPage), next(capacity, kNoPage), list(capacity, kNoList) {}
   std::vector<std::uint32_t> prev;
   std::vector<std::uint32_t> next;
   std::vector<std::uint8_t> list;  // id of the list holding the page, kNoList when in none

@@ -16,11 +16,11 @@ G1Metrics KvbmBackend::metrics() const {
 }
 
 std::size_t KvbmBackend::metadata_bytes() const {
-  std::size_t bytes = pages_.capacity() * sizeof(Page) + registry_.memory_bytes() + by_hash_.memory_bytes() +
-                      policy_->metadata_bytes();
+  std::size_t bytes =
+      pages_.capacity() * sizeof(Page) + registry_.memory_bytes() + by_hash_.memory_bytes() + policy_->metadata_bytes();
   return bytes + tables_.bytes([](const detail::KvbmOwnerTable& owned) {
-           return owned.pages.capacity() * sizeof(PageId) + owned.blocks.capacity() * sizeof(UniqueBlock);
-         });
+    return owned.pages.capacity() * sizeof(PageId) + owned.blocks.capacity() * sizeof(UniqueBlock);
+  });
 }
 
 std::vector<std::pair<PageId, SequenceHash>> KvbmBackend::registered_blocks() const {
@@ -42,7 +42,8 @@ void KvbmBackend::audit() const {
     if (owned.blocks[i].is_partial()) {
       const auto partial = partials_.find(owned.blocks[i].uuid());
       KVTIER_ASSERT(pages_[page].state == PageState::Partial, at + "a partial block on a page that is not partial");
-      KVTIER_ASSERT(partial != partials_.end() && partial->second == page, at + "a partial block its record does not hold");
+      KVTIER_ASSERT(partial != partials_.end() && partial->second == page,
+                    at + "a partial block its record does not hold");
     } else {
       KVTIER_ASSERT(pages_[page].state == PageState::Registered, at + "a full block on a page that is not registered");
     }

@@ -80,7 +80,7 @@ class KvbmBackend final : public detail::TabledBackend<detail::KvbmOwnerTable> {
     std::uint64_t hash = 0;
     std::uint64_t parent = 0;
     std::uint64_t local = 0;
-    std::uint32_t refs = 0;      // also links the free list while the page is Reset
+    std::uint32_t refs = 0;  // also links the free list while the page is Reset
     std::uint16_t pins = 0;
     PageState state = PageState::Reset;
     std::uint8_t flags = 0;  // kHasParent | kHasTokenIds | kMarked
@@ -92,7 +92,9 @@ class KvbmBackend final : public detail::TabledBackend<detail::KvbmOwnerTable> {
   struct PlhOfPage {
     const std::vector<Page>* pages;
     const PositionalLineageHash& key(std::uint32_t page) const noexcept { return (*pages)[page].plh; }
-    static std::size_t hash(const PositionalLineageHash& plh) noexcept { return std::hash<PositionalLineageHash>{}(plh); }
+    static std::size_t hash(const PositionalLineageHash& plh) noexcept {
+      return std::hash<PositionalLineageHash>{}(plh);
+    }
   };
   struct HashOfPage {
     const std::vector<Page>* pages;
@@ -129,7 +131,7 @@ class KvbmBackend final : public detail::TabledBackend<detail::KvbmOwnerTable> {
   /// Takes `count` pages, reset ones first, then victims; appends evicted
   /// registered hashes to `removed`. Precondition: obtainable >= count.
   std::vector<std::uint32_t> take_pages(std::size_t count, std::vector<SequenceHash>& removed,
-                                       std::vector<EvictedBlock>& victims);
+                                        std::vector<EvictedBlock>& victims);
   /// Hands the registered victims of take_pages to the offload tier. When a
   /// copy now reads some of them they are quarantined, every other taken page
   /// is freed and the answer is the blocking transfer (§5.3); otherwise

@@ -89,11 +89,12 @@ std::vector<std::uint32_t> KvbmBackend::take_pages(std::size_t count, std::vecto
     const Page& p = pages_[page];
     removed.emplace_back(p.hash);
     if (tier_ != nullptr) {
-      TieredBlock block{.plh = p.plh,
-                        .hash = SequenceHash(p.hash),
-                        .parent = (p.flags & kHasParent) ? std::optional<SequenceHash>(SequenceHash(p.parent)) : std::nullopt,
-                        .local = LocalBlockHash(p.local),
-                        .token_ids = std::nullopt};
+      TieredBlock block{
+          .plh = p.plh,
+          .hash = SequenceHash(p.hash),
+          .parent = (p.flags & kHasParent) ? std::optional<SequenceHash>(SequenceHash(p.parent)) : std::nullopt,
+          .local = LocalBlockHash(p.local),
+          .token_ids = std::nullopt};
       if (p.flags & kHasTokenIds) block.token_ids.emplace(page_token_ids(page).begin(), page_token_ids(page).end());
       victims.push_back(EvictedBlock{PageId(page), std::move(block)});
     }
@@ -105,16 +106,17 @@ std::vector<std::uint32_t> KvbmBackend::take_pages(std::size_t count, std::vecto
 }
 
 std::optional<std::uint64_t> KvbmBackend::hand_off(std::vector<std::uint32_t>& slots,
-                                                    std::vector<EvictedBlock>& victims) {
+                                                   std::vector<EvictedBlock>& victims) {
   if (victims.empty()) return std::nullopt;
   const SwapOutTicket ticket = tier_->swap_out(victims);
   if (ticket.quarantined.empty()) return std::nullopt;  // RetryNow: the victims' pages are usable now
   std::vector<std::uint32_t> taken(slots);
   std::sort(taken.begin(), taken.end());  // O(n log n): an eviction can hand thousands of pages over
   for (const PageId page : ticket.quarantined) {
-    KVTIER_ASSERT(page.value() < capacity_ && pages_[page.value()].state == PageState::Held &&
-                      std::binary_search(taken.begin(), taken.end(), page.value()),
-                  "the offload tier quarantined page " + std::to_string(page.value()) + ", which this eviction did not take");
+    KVTIER_ASSERT(
+        page.value() < capacity_ && pages_[page.value()].state == PageState::Held &&
+            std::binary_search(taken.begin(), taken.end(), page.value()),
+        "the offload tier quarantined page " + std::to_string(page.value()) + ", which this eviction did not take");
     pages_[page.value()].state = PageState::Quarantined;
     ++quarantined_;
   }
@@ -153,7 +155,8 @@ std::uint32_t KvbmBackend::register_block(std::uint32_t page, const PositionalLi
   if (token_ids) {
     KVTIER_ASSERT(token_ids->size() == block_size_, "a block's token ids must be block_size long");
     if (token_ids_.empty()) token_ids_.resize(std::size_t{capacity_} * block_size_);  // on first use only
-    std::copy(token_ids->begin(), token_ids->end(), token_ids_.begin() + static_cast<std::ptrdiff_t>(std::size_t{page} * block_size_));
+    std::copy(token_ids->begin(), token_ids->end(),
+              token_ids_.begin() + static_cast<std::ptrdiff_t>(std::size_t{page} * block_size_));
     p.flags |= kHasTokenIds;
   }
   policy_->touch(plh);
@@ -161,9 +164,9 @@ std::uint32_t KvbmBackend::register_block(std::uint32_t page, const PositionalLi
 }
 
 std::pair<std::uint32_t, bool> KvbmBackend::register_or_adopt(std::uint32_t slot, const PositionalLineageHash& plh,
-                                                               SequenceHash hash, std::optional<SequenceHash> parent,
-                                                               LocalBlockHash local,
-                                                               const std::vector<TokenId>* token_ids) {
+                                                              SequenceHash hash, std::optional<SequenceHash> parent,
+                                                              LocalBlockHash local,
+                                                              const std::vector<TokenId>* token_ids) {
   const std::uint32_t page = register_block(slot, plh, hash, parent, local, token_ids);
   if (page != slot) {
     // Reject duplication: adopt the canonical block and give the slot back.

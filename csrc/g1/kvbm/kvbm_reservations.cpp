@@ -56,7 +56,11 @@ std::optional<BlockManager::DestinationGrant> KvbmBackend::reserve_destination(O
                                                                                const ActiveSequence& sequence,
                                                                                double /*now_ms*/) {
   detail::check_destination_owner(owner, tables_.contains(owner));
-  Destination d{.owner = owner, .prompt = detail::DestinationPrompt::of(sequence, block_size_), .plhs = {}, .prefix_pages = {}, .slots = {}};
+  Destination d{.owner = owner,
+                .prompt = detail::DestinationPrompt::of(sequence, block_size_),
+                .plhs = {},
+                .prefix_pages = {},
+                .slots = {}};
   for (std::size_t i = 0; i < d.prompt.full; ++i) d.plhs.push_back(sequence.plh(i));
   for (std::size_t i = 0; i < d.plhs.size(); ++i) {
     std::uint32_t page = by_hash_.find(d.prompt.blocks[i].hash().value());
@@ -115,7 +119,8 @@ void KvbmBackend::activate_destination(std::uint64_t reservation) {
       bool registered = false;
       std::tie(page, registered) =
           register_or_adopt(d.slots[next_slot++], d.plhs[i], block.hash(), d.prompt.parent(i), d.prompt.local(i), ids);
-      registered ? runs.add(d.prompt.parent(i), {block.hash(), d.prompt.local(i)}, true, detail::token_ids_of(ids)) : runs.gap();
+      registered ? runs.add(d.prompt.parent(i), {block.hash(), d.prompt.local(i)}, true, detail::token_ids_of(ids))
+                 : runs.gap();
     }
     owned.pages.emplace_back(page);
     owned.blocks.push_back(block);
@@ -158,9 +163,7 @@ std::optional<std::uint64_t> KvbmBackend::pin_prefix(std::span<const PositionalL
   return prefix_pins_.add(reservation_ids_, std::move(pages));
 }
 
-void KvbmBackend::release_pins(std::uint64_t pins) {
-  unpin_pages(prefix_pins_.take(pins));
-}
+void KvbmBackend::release_pins(std::uint64_t pins) { unpin_pages(prefix_pins_.take(pins)); }
 
 BlockManager::SlotGrant KvbmBackend::reserve_slots(std::size_t count) {
   if (count > obtainable({})) return SlotGrant{G1Acquire::capacity_exhausted(), 0};
@@ -186,9 +189,9 @@ std::optional<std::size_t> KvbmBackend::register_swapped_in(std::uint64_t slots,
   for (std::size_t i = 0; i < blocks.size(); ++i) {
     const std::uint32_t active = by_hash_.find(blocks[i].hash.value());
     fresh[i] = registered_page(blocks[i].plh) == kNoPage && (active == kNoPage || pages_[active].refs == 0) &&
-               std::find_if(blocks.begin(), blocks.begin() + static_cast<std::ptrdiff_t>(i),
-                            [&](const TieredBlock& b) { return b.plh == blocks[i].plh; }) ==
-                   blocks.begin() + static_cast<std::ptrdiff_t>(i);
+               std::find_if(blocks.begin(), blocks.begin() + static_cast<std::ptrdiff_t>(i), [&](const TieredBlock& b) {
+                 return b.plh == blocks[i].plh;
+               }) == blocks.begin() + static_cast<std::ptrdiff_t>(i);
     if (fresh[i]) inserting.push_back(blocks[i].plh);
   }
   std::reverse(inserting.begin(), inserting.end());

@@ -208,7 +208,8 @@ void KvbmBackend::process_deref(OwnerId owner, const DerefSignal& signal) {
 void KvbmBackend::promote(OwnerId owner, const PromoteSignal& signal) {
   detail::KvbmOwnerTable* table = tables_.find(owner);
   const auto partial = partials_.find(signal.uuid);
-  detail::check_promote_target(owner, table ? std::span<const UniqueBlock>(table->blocks) : std::span<const UniqueBlock>{},
+  detail::check_promote_target(owner,
+                               table ? std::span<const UniqueBlock>(table->blocks) : std::span<const UniqueBlock>{},
                                signal, partial != partials_.end());
   detail::KvbmOwnerTable& owned = *table;
   const std::uint32_t own_page = partial->second;

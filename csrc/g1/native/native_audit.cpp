@@ -20,9 +20,9 @@ G1Metrics NativeBackend::metrics() const {
 
 std::size_t NativeBackend::metadata_bytes() const {
   return pool_.metadata_bytes() + tables_.bytes([](const detail::NativeOwnerTable& owned) {
-           return owned.pages.capacity() * sizeof(PageId) + owned.blocks.capacity() * sizeof(UniqueBlock) +
-                  owned.meta.capacity() * sizeof(detail::NativeBlockMeta) + owned.token_ids.capacity() * sizeof(TokenId);
-         });
+    return owned.pages.capacity() * sizeof(PageId) + owned.blocks.capacity() * sizeof(UniqueBlock) +
+           owned.meta.capacity() * sizeof(detail::NativeBlockMeta) + owned.token_ids.capacity() * sizeof(TokenId);
+  });
 }
 
 std::vector<std::pair<PageId, SequenceHash>> NativeBackend::registered_blocks() const {

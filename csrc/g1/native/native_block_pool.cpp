@@ -68,29 +68,33 @@ std::optional<NativeBlockPool::PrefixHit> NativeBlockPool::prefix_hit(SequenceHa
   return PrefixHit{PageId(page), e.refs > 0 || e.pins > 0};
 }
 
-std::optional<NativeReserveOutcome> NativeBlockPool::reserve(std::span<const SequenceHash> prefix, std::uint32_t fresh) {
+std::optional<NativeReserveOutcome> NativeBlockPool::reserve(std::span<const SequenceHash> prefix,
+                                                             std::uint32_t fresh) {
   if (prefix.empty()) return reserve_fresh(fresh);
   return reserve_exact_prefix(prefix, static_cast<std::uint32_t>(prefix.size()) + fresh);
 }
 
-std::optional<NativeReserveOutcome> NativeBlockPool::reserve_fresh(std::uint32_t fresh) { return reserve_hits({}, fresh); }
+std::optional<NativeReserveOutcome> NativeBlockPool::reserve_fresh(std::uint32_t fresh) {
+  return reserve_hits({}, fresh);
+}
 
 std::optional<NativeReserveOutcome> NativeBlockPool::reserve_exact_prefix(std::span<const SequenceHash> candidates,
-                                                                         std::uint32_t total) {
-  KVTIER_EXPECTS(candidates.size() <= total, "prefix of " + std::to_string(candidates.size()) + " blocks exceeds the reservation of " +
-                 std::to_string(total));
+                                                                          std::uint32_t total) {
+  KVTIER_EXPECTS(candidates.size() <= total, "prefix of " + std::to_string(candidates.size()) +
+                                                 " blocks exceeds the reservation of " + std::to_string(total));
   std::vector<PrefixPin> hits;
   hits.reserve(candidates.size());
   for (SequenceHash hash : candidates) {
     const std::uint32_t page = index_.find(hash.value());
-    KVTIER_EXPECTS(page != kNoPage, "authorized prefix hash " + std::to_string(hash.value()) + " is no longer resident");
+    KVTIER_EXPECTS(page != kNoPage,
+                   "authorized prefix hash " + std::to_string(hash.value()) + " is no longer resident");
     hits.push_back({hash, PageId(page)});
   }
   return reserve_hits(hits, total - static_cast<std::uint32_t>(hits.size()));
 }
 
 std::optional<NativeReserveOutcome> NativeBlockPool::reserve_resident_prefix(std::span<const SequenceHash> candidates,
-                                                                            std::uint32_t total) {
+                                                                             std::uint32_t total) {
   std::vector<PrefixPin> hits;
   for (SequenceHash hash : candidates) {
     if (hits.size() == total) break;
@@ -101,9 +105,11 @@ std::optional<NativeReserveOutcome> NativeBlockPool::reserve_resident_prefix(std
   return reserve_hits(hits, total - static_cast<std::uint32_t>(hits.size()));
 }
 
-std::optional<NativeReserveOutcome> NativeBlockPool::reserve_hits(std::span<const PrefixPin> hits, std::uint32_t fresh) {
+std::optional<NativeReserveOutcome> NativeBlockPool::reserve_hits(std::span<const PrefixPin> hits,
+                                                                  std::uint32_t fresh) {
   for (const PrefixPin& hit : hits) {
-    KVTIER_EXPECTS(hit.page.value() < capacity_ && pages_[hit.page.value()].state == PageState::Cached, "prefix hit on page " + std::to_string(hit.page.value()) + " is not a cached copy");
+    KVTIER_EXPECTS(hit.page.value() < capacity_ && pages_[hit.page.value()].state == PageState::Cached,
+                   "prefix hit on page " + std::to_string(hit.page.value()) + " is not a cached copy");
   }
   const std::uint32_t free = free_capacity();
   const std::uint32_t needed = fresh > free ? fresh - free : 0;
@@ -138,7 +144,7 @@ NativeReserveOutcome NativeBlockPool::commit_reservation(std::span<const PrefixP
       continue;
     }
     lru_unlink(page);
-    unlink_from_hash_chain(page);  // the last copy: its hash leaves the index
+    unlink_from_hash_chain(page);                 // the last copy: its hash leaves the index
     pages_[page].state = PageState::Quarantined;  // keeps its hash; still one of the copies
     ++quarantined_;
     outcome.removed.push_back(hash);
@@ -209,7 +215,8 @@ void NativeBlockPool::release(PageId page) {
     --private_copies_;
     return;
   }
-  KVTIER_EXPECTS(e.state == PageState::Cached && e.refs != 0, "release of page " + std::to_string(page.value()) + " which holds no reference");
+  KVTIER_EXPECTS(e.state == PageState::Cached && e.refs != 0,
+                 "release of page " + std::to_string(page.value()) + " which holds no reference");
   --e.refs;
   --cached_refs_;
   if (e.refs == 0 && e.pins == 0) lru_push_tail(page.value());
@@ -312,11 +319,13 @@ void NativeBlockPool::audit(const Holders& holders) const {
     switch (e.state) {
       case PageState::Free:
         KVTIER_ASSERT(on_free_list[page], "a free page is missing from the free list" + at);
-        KVTIER_ASSERT(holders.refs[page] == 0 && holders.pins[page] == 0, "a table or reservation holds a free page" + at);
+        KVTIER_ASSERT(holders.refs[page] == 0 && holders.pins[page] == 0,
+                      "a table or reservation holds a free page" + at);
         break;
       case PageState::Private:
         ++privates;
-        KVTIER_ASSERT(holders.refs[page] == 1 && holders.pins[page] == 0, "a private page has other than one holder" + at);
+        KVTIER_ASSERT(holders.refs[page] == 1 && holders.pins[page] == 0,
+                      "a private page has other than one holder" + at);
         break;
       case PageState::Quarantined:
         ++quarantined;
@@ -328,7 +337,8 @@ void NativeBlockPool::audit(const Holders& holders) const {
         refs += e.refs;
         KVTIER_ASSERT(e.refs == holders.refs[page], "a cached page's references differ from its table entries" + at);
         KVTIER_ASSERT(e.pins == holders.pins[page], "a cached page's pins differ from its reservations" + at);
-        KVTIER_ASSERT(e.in_lru == (e.refs == 0 && e.pins == 0), "a cached page is in the inactive list iff unheld" + at);
+        KVTIER_ASSERT(e.in_lru == (e.refs == 0 && e.pins == 0),
+                      "a cached page is in the inactive list iff unheld" + at);
         std::uint32_t copy = index_.find(e.hash);
         std::uint32_t steps = 0;
         while (copy != kNoPage && copy != page && steps++ < capacity_) copy = pages_[copy].dup_next;

@@ -4,8 +4,8 @@
 #include <span>
 #include <vector>
 
-#include "kvtier/core/strong_id.hpp"
 #include "g1/common/id_index.hpp"
+#include "kvtier/core/strong_id.hpp"
 
 namespace kvtier::g1 {
 
@@ -131,7 +131,7 @@ class NativeBlockPool {
     std::uint64_t hash = 0;
     std::uint32_t refs = 0;
     std::uint32_t pins = 0;
-    std::uint32_t prev = kNoPage;      // LRU links; `next` also links the free list
+    std::uint32_t prev = kNoPage;  // LRU links; `next` also links the free list
     std::uint32_t next = kNoPage;
     std::uint32_t dup_next = kNoPage;  // next copy of the same hash (FIFO order)
     PageState state = PageState::Free;

@@ -15,9 +15,8 @@ std::optional<NativeReserveOutcome> NativeBackend::reserve_with_offload(PrefixRu
                                                                         std::span<const SequenceHash> prefix,
                                                                         std::uint32_t total, G1Acquire& blocked) {
   for (;;) {
-    auto outcome = rule == PrefixRule::Exact
-                       ? pool_.reserve(prefix, total - static_cast<std::uint32_t>(prefix.size()))
-                       : pool_.reserve_resident_prefix(prefix, total);
+    auto outcome = rule == PrefixRule::Exact ? pool_.reserve(prefix, total - static_cast<std::uint32_t>(prefix.size()))
+                                             : pool_.reserve_resident_prefix(prefix, total);
     if (!outcome) return std::nullopt;
     publish_removed(std::exchange(outcome->removed, {}));
     if (outcome->quarantined.empty()) return outcome;
@@ -25,10 +24,10 @@ std::optional<NativeReserveOutcome> NativeBackend::reserve_with_offload(PrefixRu
     victims.reserve(outcome->quarantined.size());
     for (const PrefixPin& pin : outcome->quarantined) {
       const auto known = tier_blocks_.find(pin.page.value());
-      victims.push_back(EvictedBlock{
-          pin.page, known != tier_blocks_.end() && known->second.hash == pin.hash
-                        ? known->second
-                        : TieredBlock{native_tier_key(pin.hash), pin.hash, std::nullopt, LocalBlockHash(0), std::nullopt}});
+      victims.push_back(EvictedBlock{pin.page, known != tier_blocks_.end() && known->second.hash == pin.hash
+                                                   ? known->second
+                                                   : TieredBlock{native_tier_key(pin.hash), pin.hash, std::nullopt,
+                                                                 LocalBlockHash(0), std::nullopt}});
     }
     const SwapOutTicket ticket = tier_->swap_out(victims);
     std::vector<PageId> copied(ticket.quarantined);
@@ -91,7 +90,8 @@ void NativeBackend::release_slots(std::uint64_t slots) {
   for (const PageId page : swap_in_slots_.take(slots)) pool_.release(page);
 }
 
-std::optional<std::size_t> NativeBackend::register_swapped_in(std::uint64_t slots, std::span<const TieredBlock> blocks) {
+std::optional<std::size_t> NativeBackend::register_swapped_in(std::uint64_t slots,
+                                                              std::span<const TieredBlock> blocks) {
   KVTIER_EXPECTS(blocks.size() <= swap_in_slots_.at(slots).size(), "more swapped-in blocks than reserved slots");
   const std::vector<PageId> pages = swap_in_slots_.take(slots);
   detail::StoredRuns runs(publisher_, blocks.size());

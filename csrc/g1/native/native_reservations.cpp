@@ -48,7 +48,8 @@ std::optional<BlockManager::DestinationGrant> NativeBackend::reserve_destination
                                                                                  const ActiveSequence& sequence,
                                                                                  double /*now_ms*/) {
   detail::check_destination_owner(owner, tables_.contains(owner));
-  Destination destination{.reservation = {}, .owner = owner, .prompt = detail::DestinationPrompt::of(sequence, block_size_)};
+  Destination destination{
+      .reservation = {}, .owner = owner, .prompt = detail::DestinationPrompt::of(sequence, block_size_)};
   std::vector<SequenceHash> candidates;
   if (caching_ && sequence.enable_prefix_caching()) {
     for (std::size_t i = 0; i < destination.prompt.full; ++i) candidates.push_back(destination.prompt.blocks[i].hash());
@@ -98,12 +99,14 @@ void NativeBackend::activate_destination(std::uint64_t reservation) {
         meta.has_token_ids = true;
       }
       if (tier_ != nullptr) {
-        remember_for_tier(page, TieredBlock{.plh = native_tier_key(block.hash()),
-                                            .hash = block.hash(),
-                                            .parent = prompt.parent(i),
-                                            .local = prompt.local(i),
-                                            .token_ids = prompt.token_ids ? std::optional<std::vector<TokenId>>((*prompt.token_ids)[i])
-                                                                          : std::nullopt});
+        remember_for_tier(
+            page,
+            TieredBlock{.plh = native_tier_key(block.hash()),
+                        .hash = block.hash(),
+                        .parent = prompt.parent(i),
+                        .local = prompt.local(i),
+                        .token_ids = prompt.token_ids ? std::optional<std::vector<TokenId>>((*prompt.token_ids)[i])
+                                                      : std::nullopt});
       }
       became_visible ? runs.add(prompt.parent(i), {block.hash(), prompt.local(i)}, meta.has_local, ids) : runs.gap();
     }

@@ -46,7 +46,8 @@ G1Acquire NativeBackend::use(OwnerId owner, const UseSignal& signal, std::size_t
   prefix.reserve(reusable);
   for (std::size_t i = 0; i < reusable; ++i) prefix.push_back(signal.blocks[i].hash());
   G1Acquire blocked;
-  auto outcome = reserve_with_offload(PrefixRule::Exact, prefix, static_cast<std::uint32_t>(signal.blocks.size()), blocked);
+  auto outcome =
+      reserve_with_offload(PrefixRule::Exact, prefix, static_cast<std::uint32_t>(signal.blocks.size()), blocked);
   if (!outcome) return blocked.kind == G1Acquire::Kind::BlockedOnOffload ? blocked : G1Acquire::capacity_exhausted();
   commit_use(owner, signal, outcome->reservation);
   return G1Acquire::ready(signal.blocks.size());
@@ -121,8 +122,8 @@ void NativeBackend::process_deref(OwnerId owner, const DerefSignal& signal) {
 
 void NativeBackend::promote(OwnerId owner, const PromoteSignal& signal) {
   detail::NativeOwnerTable* table = tables_.find(owner);
-  detail::check_promote_target(owner, table ? std::span<const UniqueBlock>(table->blocks) : std::span<const UniqueBlock>{},
-                               signal, true);
+  detail::check_promote_target(
+      owner, table ? std::span<const UniqueBlock>(table->blocks) : std::span<const UniqueBlock>{}, signal, true);
   detail::NativeOwnerTable& owned = *table;
   owned.blocks.back() = UniqueBlock::full(signal.hash);
   live_partials_.erase(signal.uuid);
@@ -165,7 +166,8 @@ void NativeBackend::finalize_computed_prefix(OwnerId owner, std::size_t before, 
                                     .hash = hash,
                                     .parent = meta.parent(),
                                     .local = LocalBlockHash(meta.local),
-                                    .token_ids = meta.has_token_ids ? std::optional<std::vector<TokenId>>(std::in_place, ids.begin(), ids.end())
+                                    .token_ids = meta.has_token_ids ? std::optional<std::vector<TokenId>>(
+                                                                          std::in_place, ids.begin(), ids.end())
                                                                     : std::nullopt});
     }
     if (!first_copy) {

@@ -27,7 +27,7 @@ struct BlockHashes {
   LocalBlockHash local;
   SequenceHash sequence;
 };
-std::size_t hash_full_blocks(std::span<const TokenId> tokens, std::size_t block_size, std::optional<SequenceHash> parent,
-                             std::span<BlockHashes> out);
+std::size_t hash_full_blocks(std::span<const TokenId> tokens, std::size_t block_size,
+                             std::optional<SequenceHash> parent, std::span<BlockHashes> out);
 
 }  // namespace kvtier

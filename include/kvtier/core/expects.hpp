@@ -5,8 +5,8 @@
 // prints — joined in order, and built only when the check fails:
 //   KVTIER_EXPECTS(blocks <= capacity, "a table of ", blocks, " blocks exceeds ", capacity);
 #include <sstream>
-#include <type_traits>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "kvtier/core/errors.hpp"
@@ -28,16 +28,16 @@ std::string check_message(Parts&&... parts) {
 }  // namespace kvtier::detail
 
 /// Refuses the call with ContractError(message) unless `condition` holds.
-#define KVTIER_EXPECTS(condition, ...)                                                           \
-  do {                                                                                           \
+#define KVTIER_EXPECTS(condition, ...)                                                             \
+  do {                                                                                             \
     if (!(condition)) throw ::kvtier::ContractError(::kvtier::detail::check_message(__VA_ARGS__)); \
   } while (false)
 
 /// Throws InvariantError unless `condition` holds: kvtier's own bug.
-#define KVTIER_ASSERT(condition, ...)                                                                  \
-  do {                                                                                                 \
-    if (!(condition)) {                                                                                \
+#define KVTIER_ASSERT(condition, ...)                                                                      \
+  do {                                                                                                     \
+    if (!(condition)) {                                                                                    \
       throw ::kvtier::InvariantError("invariant broken: " + ::kvtier::detail::check_message(__VA_ARGS__) + \
-                                     " (" __FILE__ ":" + std::to_string(__LINE__) + ")");              \
-    }                                                                                                  \
+                                     " (" __FILE__ ":" + std::to_string(__LINE__) + ")");                  \
+    }                                                                                                      \
   } while (false)

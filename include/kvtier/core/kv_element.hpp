@@ -35,9 +35,9 @@ KVTIER_HOST_DEVICE inline std::uint16_t float_to_fp16(float f) {
   const std::uint32_t x = float_bits(f);
   const auto sign = static_cast<std::uint16_t>((x >> 16) & 0x8000U);
   const std::uint32_t a = x & 0x7FFFFFFFU;
-  if (a > 0x7F800000U) return static_cast<std::uint16_t>(sign | 0x7E00U);  // NaN
+  if (a > 0x7F800000U) return static_cast<std::uint16_t>(sign | 0x7E00U);   // NaN
   if (a >= 0x477FF000U) return static_cast<std::uint16_t>(sign | 0x7C00U);  // rounds to infinity
-  if (a < 0x38800000U) {                                                     // subnormal half: units of 2^-24
+  if (a < 0x38800000U) {                                                    // subnormal half: units of 2^-24
     return static_cast<std::uint16_t>(sign | static_cast<std::uint16_t>(nearbyintf(bits_float(a) * 16777216.0f)));
   }
   const std::uint32_t mantissa = a & 0x7FFFFFU;
@@ -65,7 +65,7 @@ KVTIER_HOST_DEVICE inline std::uint8_t float_to_fp8_e4m3(float f) {
   if (a > 0x7F800000U) return static_cast<std::uint8_t>(sign | 0x7FU);  // NaN
   const float magnitude = bits_float(a);
   if (magnitude >= 448.0f) return static_cast<std::uint8_t>(sign | 0x7EU);  // saturate
-  if (magnitude < 0.015625f) {  // subnormal: units of 2^-9
+  if (magnitude < 0.015625f) {                                              // subnormal: units of 2^-9
     return static_cast<std::uint8_t>(sign | static_cast<std::uint8_t>(nearbyintf(magnitude * 512.0f)));
   }
   const std::uint32_t mantissa = a & 0x7FFFFFU;
@@ -97,7 +97,8 @@ KVTIER_HOST_DEVICE inline float load_kv_element(const std::byte* p, KvDtype dtyp
       std::memcpy(&f, p, sizeof f);
       return f;
     }
-    case KvDtype::Fp8: return fp8_e4m3_to_float(static_cast<std::uint8_t>(*p));
+    case KvDtype::Fp8:
+      return fp8_e4m3_to_float(static_cast<std::uint8_t>(*p));
     default: {
       std::uint16_t h;
       std::memcpy(&h, p, sizeof h);
@@ -109,8 +110,12 @@ KVTIER_HOST_DEVICE inline float load_kv_element(const std::byte* p, KvDtype dtyp
 /// Writes `value` converted to `dtype` at `p`.
 KVTIER_HOST_DEVICE inline void store_kv_element(std::byte* p, KvDtype dtype, float value) {
   switch (dtype) {
-    case KvDtype::Fp32: std::memcpy(p, &value, sizeof value); return;
-    case KvDtype::Fp8: *p = static_cast<std::byte>(float_to_fp8_e4m3(value)); return;
+    case KvDtype::Fp32:
+      std::memcpy(p, &value, sizeof value);
+      return;
+    case KvDtype::Fp8:
+      *p = static_cast<std::byte>(float_to_fp8_e4m3(value));
+      return;
     default: {
       const std::uint16_t h = dtype == KvDtype::Bf16 ? float_to_bf16(value) : float_to_fp16(value);
       std::memcpy(p, &h, sizeof h);

@@ -13,9 +13,12 @@ enum class KvDtype : std::uint8_t { Bf16, Fp16, Fp32, Fp8 };
 
 KVTIER_HOST_DEVICE constexpr std::size_t dtype_bytes(KvDtype dtype) {
   switch (dtype) {
-    case KvDtype::Fp32: return 4;
-    case KvDtype::Fp8: return 1;
-    default: return 2;
+    case KvDtype::Fp32:
+      return 4;
+    case KvDtype::Fp8:
+      return 1;
+    default:
+      return 2;
   }
 }
 const char* dtype_name(KvDtype dtype) noexcept;

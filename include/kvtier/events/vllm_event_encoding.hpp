@@ -30,8 +30,8 @@ VllmEventEncoding parse_vllm_event_encoding(const std::string& name);
 /// Dynamo mapped vLLM's own "CPU" to the device tier); "CPU" is one setting away.
 struct VllmWireFormat {
   VllmEventEncoding encoding = VllmEventEncoding::Map;
-  std::string device_medium = "GPU";          // G1
-  std::string host_medium = "CPU_PINNED";     // G2 (pinned host memory)
+  std::string device_medium = "GPU";       // G1
+  std::string host_medium = "CPU_PINNED";  // G2 (pinned host memory)
   const std::string& medium(StorageTier tier) const noexcept {
     return tier == StorageTier::Device ? device_medium : host_medium;
   }

@@ -37,7 +37,7 @@ ReplayFormat parse_replay_format(const std::string& name);
 
 /// Whether the PUB socket binds its endpoint or connects to it.
 enum class EndpointMode : std::uint8_t {
-  Auto,     ///< as vLLM: bind a wildcard ('*'), ipc:// or inproc:// endpoint or a local host; connect to a remote one
+  Auto,  ///< as vLLM: bind a wildcard ('*'), ipc:// or inproc:// endpoint or a local host; connect to a remote one
   Bind,
   Connect,  ///< a router that binds its own SUB socket (llm-d's centralized mode)
 };
@@ -48,7 +48,7 @@ EndpointMode parse_endpoint_mode(const std::string& name);
 EndpointMode resolve_endpoint_mode(const std::string& endpoint, EndpointMode mode);
 
 struct ZmqPublisherConfig {
-  std::string endpoint;         // PUB: "tcp://127.0.0.1:5557", "tcp://*:5557", "tcp://127.0.0.1:*", "ipc://..."
+  std::string endpoint;           // PUB: "tcp://127.0.0.1:5557", "tcp://*:5557", "tcp://127.0.0.1:*", "ipc://..."
   std::string replay_endpoint{};  // ROUTER, always bound; empty: no replay socket
   std::string topic{};
   std::size_t buffer_steps = 10000;  // batches kept for replay
@@ -65,7 +65,7 @@ struct ZmqPublisherConfig {
 };
 
 struct ZmqPublisherStats {
-  std::uint64_t events = 0;           // events received
+  std::uint64_t events = 0;  // events received
   std::uint64_t batches_queued = 0;
   std::uint64_t batches_dropped = 0;  // the queue was full
   std::uint64_t events_dropped = 0;   // the events of those batches

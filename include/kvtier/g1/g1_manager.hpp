@@ -7,8 +7,8 @@
 
 #include "kvtier/core/active_sequence.hpp"
 #include "kvtier/core/kv_event_publisher.hpp"
-#include "kvtier/g1/g1_types.hpp"
 #include "kvtier/g1/eviction_policy.hpp"
+#include "kvtier/g1/g1_types.hpp"
 #include "kvtier/g1/offload_tier.hpp"
 
 namespace kvtier::g1 {
@@ -40,8 +40,8 @@ struct G1PrefixPins {
   std::size_t blocks = 0;
 };
 struct SwapInRegistration {
-  bool failed = false;          // the copy failed or was refused: nothing registered
-  std::size_t registered = 0;   // new inactive G1 blocks
+  bool failed = false;         // the copy failed or was refused: nothing registered
+  std::size_t registered = 0;  // new inactive G1 blocks
 };
 /// The offload tier's counters plus the G1 pages its copies still read.
 struct OffloadStats {
@@ -76,7 +76,8 @@ class G1Manager {
   /// Native: makes the blocks in [before/bs, after/bs) visible, then — when a
   /// sequence is given — promotes its computed tail, so a child is never
   /// published before its parent. KVBM: no-op.
-  void finalize_computed_prefix(OwnerId owner, std::size_t before, std::size_t after, ActiveSequence* sequence = nullptr);
+  void finalize_computed_prefix(OwnerId owner, std::size_t before, std::size_t after,
+                                ActiveSequence* sequence = nullptr);
   PrefillCost get_prefill_cost(const ActiveSequence& sequence) const;
 
   /// nullopt: capacity exhausted (nothing changed).

@@ -20,9 +20,9 @@ const char* backend_name(G1Backend backend) noexcept;
 struct G1Acquire {
   enum class Kind : std::uint8_t { Ready, CapacityExhausted, BlockedOnOffload };
   Kind kind = Kind::Ready;
-  std::size_t count = 0;           // Ready: blocks processed
-  std::uint64_t offload_id = 0;    // BlockedOnOffload
-  double deadline_ms = 0.0;        // BlockedOnOffload: an estimate, not a completion time
+  std::size_t count = 0;         // Ready: blocks processed
+  std::uint64_t offload_id = 0;  // BlockedOnOffload
+  double deadline_ms = 0.0;      // BlockedOnOffload: an estimate, not a completion time
 
   static G1Acquire ready(std::size_t n) { return {Kind::Ready, n, 0, 0.0}; }
   static G1Acquire capacity_exhausted() { return {Kind::CapacityExhausted, 0, 0, 0.0}; }

@@ -65,9 +65,9 @@ struct SwapInCopy {
 };
 
 struct TierStats {
-  std::size_t used = 0;        // resident + landing blocks
+  std::size_t used = 0;  // resident + landing blocks
   std::size_t capacity = 0;
-  std::size_t in_flight = 0;   // transfers no poll has collected yet
+  std::size_t in_flight = 0;  // transfers no poll has collected yet
   std::uint64_t verify_failures = 0;
   std::uint64_t failed_transfers = 0;
 };

@@ -28,8 +28,8 @@ cudaError_t launch_write_kv(std::byte* slab, const KvLayout& layout, std::uint32
 /// device's opt-in shared memory. Device inputs are bounded in the kernel: a
 /// length past the block table is clamped to it, tokens on pages outside the
 /// pool are skipped, and a sequence of length 0 gives zeros.
-cudaError_t launch_paged_attention_decode(const std::byte* slab, const KvLayout& layout,
-                                          const PagedAttentionArgs& args, cudaStream_t stream);
+cudaError_t launch_paged_attention_decode(const std::byte* slab, const KvLayout& layout, const PagedAttentionArgs& args,
+                                          cudaStream_t stream);
 
 /// Copies `count` chunks (device array of CopyDescriptor) in one launch, device
 /// to device or to and from mapped pinned host memory, with 16-byte accesses

@@ -18,7 +18,7 @@ cudaError_t launch_fill_page_pattern(std::byte* slab, const KvLayout& layout, co
 /// mismatched[i] = 1 when page pages[i] differs from the pattern of
 /// identities[i], else 0. All arrays are device memory.
 cudaError_t launch_check_page_pattern(const std::byte* slab, const KvLayout& layout, const std::uint32_t* pages,
-                                      const std::uint64_t* identities, std::uint32_t count,
-                                      std::uint32_t* mismatched, cudaStream_t stream);
+                                      const std::uint64_t* identities, std::uint32_t count, std::uint32_t* mismatched,
+                                      cudaStream_t stream);
 
 }  // namespace kvtier::kernels

@@ -19,9 +19,9 @@ bool replay_through_backend(const RequestStream& stream, g1::G1Manager& manager)
 bool replay_through_floor(const RequestStream& stream);
 
 struct AllocatorCycleResult {
-  std::string allocator;                 // "native", "kvbm/lru", "kvbm/multi_lru", "kvbm/lineage"
+  std::string allocator;  // "native", "kvbm/lru", "kvbm/multi_lru", "kvbm/lineage"
   std::string stream;
-  std::size_t blocks = 0;                // full blocks per round
+  std::size_t blocks = 0;  // full blocks per round
   std::size_t rounds = 0;
   double blocks_per_second = 0.0;        // median over rounds
   double floor_blocks_per_second = 0.0;  // median over rounds

@@ -23,9 +23,9 @@ struct RequestStream {
   std::string name;
   std::vector<StreamRequest> requests;
   std::uint32_t block_size = 16;
-  std::uint32_t pages = 0;      // G1 capacity the stream runs on
-  std::size_t live = 0;         // requests held at once; the oldest finishes first (FIFO)
-  std::size_t blocks() const;   // full blocks over all requests
+  std::uint32_t pages = 0;     // G1 capacity the stream runs on
+  std::size_t live = 0;        // requests held at once; the oldest finishes first (FIFO)
+  std::size_t blocks() const;  // full blocks over all requests
 };
 
 /// `requests` prompts of `tokens` tokens, the first half of each shared by

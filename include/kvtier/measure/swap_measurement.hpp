@@ -66,7 +66,7 @@ struct SwapPoint {
 };
 
 /// `iterations` alternations of the path and the ceiling on one fixture.
-SwapPoint measure_swap(memory::Runtime& runtime, std::size_t page_bytes, std::size_t batch, SwapPath path, bool swap_out,
-                       std::size_t iterations);
+SwapPoint measure_swap(memory::Runtime& runtime, std::size_t page_bytes, std::size_t batch, SwapPath path,
+                       bool swap_out, std::size_t iterations);
 
 }  // namespace kvtier::measure

@@ -21,13 +21,13 @@ inline constexpr std::array<Tier, 2> kTiers{Tier::G1, Tier::G2};
 const char* tier_label(Tier tier) noexcept;
 
 struct TierMetrics {
-  bool present = false;              // G2 only when an offload tier is attached
+  bool present = false;  // G2 only when an offload tier is attached
   std::size_t capacity_blocks = 0;
-  std::size_t used_blocks = 0;       // G1: held by requests; G2: resident or landing
-  std::size_t cached_blocks = 0;     // G1: inactive (reusable, evictable); G2: resident or landing
-  std::uint64_t hit_blocks = 0;      // prompt blocks found here after missing every tier above
-  std::uint64_t stored_blocks = 0;   // Stored events
-  std::uint64_t evicted_blocks = 0;  // Removed events: the tier's last copy left
+  std::size_t used_blocks = 0;          // G1: held by requests; G2: resident or landing
+  std::size_t cached_blocks = 0;        // G1: inactive (reusable, evictable); G2: resident or landing
+  std::uint64_t hit_blocks = 0;         // prompt blocks found here after missing every tier above
+  std::uint64_t stored_blocks = 0;      // Stored events
+  std::uint64_t evicted_blocks = 0;     // Removed events: the tier's last copy left
   std::uint64_t checksum_failures = 0;  // G2: a block whose XXH3 no longer matched (verify_swaps)
 };
 
@@ -46,10 +46,10 @@ struct KvMetrics {
   std::uint64_t failed_transfers = 0;  // copies that failed: their blocks were dropped, not served
   // Counted by the front doors that do it (the replay), absent elsewhere.
   std::optional<std::uint64_t> allocator_operations;
-  std::optional<std::uint64_t> pages_verified;     // reused pages checked against their tokens' K/V
+  std::optional<std::uint64_t> pages_verified;  // reused pages checked against their tokens' K/V
   std::optional<std::uint64_t> verify_mismatches;
-  std::uint64_t events_published = 0;   // KV events handed to the wire (or to Python)
-  std::uint64_t events_dropped = 0;     // lost to a full queue
+  std::uint64_t events_published = 0;  // KV events handed to the wire (or to Python)
+  std::uint64_t events_dropped = 0;    // lost to a full queue
 
   TierMetrics& tier(Tier t) noexcept { return tiers[static_cast<std::size_t>(t)]; }
   const TierMetrics& tier(Tier t) const noexcept { return tiers[static_cast<std::size_t>(t)]; }

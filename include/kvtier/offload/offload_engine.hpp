@@ -147,7 +147,7 @@ class OffloadEngine final : public g1::OffloadTier {
   std::uint64_t fault_at_batch_ = 0;
   std::uint64_t verify_failures_ = 0;
   std::uint64_t failed_transfers_ = 0;
-  CopyUsage usage_[2];           // by Direction
+  CopyUsage usage_[2];            // by Direction
   double busy_until_ms_[2] = {};  // end of the last counted interval, by Direction
 };
 

@@ -30,8 +30,8 @@ struct ReplayConfig {
   /// listeners of the KV events (a ZMQ publisher); the session's defaults.
   session::SessionConfig session;
   std::uint32_t max_running = 32;
-  std::size_t token_budget = 8192;            // prompt and decode tokens per step
-  std::optional<std::size_t> output_tokens;   // overrides every request's output length
+  std::size_t token_budget = 8192;           // prompt and decode tokens per step
+  std::optional<std::size_t> output_tokens;  // overrides every request's output length
   VerifyMode verify = VerifyMode::Sample;
   std::uint32_t sample_every = 8;  // Sample: the first reused block of a request and every 8th after it
   double step_ms = 10.0;           // virtual duration of one scheduler step
@@ -58,21 +58,21 @@ struct ReplayReport {
   std::size_t prompt_tokens = 0;
   std::size_t generated_tokens = 0;
   std::size_t steps = 0;
-  std::size_t prompt_blocks = 0;   // full prompt blocks asked for (first admission of each request)
+  std::size_t prompt_blocks = 0;  // full prompt blocks asked for (first admission of each request)
   std::size_t g1_hit_blocks = 0;
   std::size_t g2_hit_blocks = 0;
   std::size_t preemptions = 0;
-  std::size_t evictions = 0;       // blocks whose last G1 copy was evicted (Device Removed)
-  std::size_t swap_outs = 0;       // blocks that landed in G2
-  std::size_t swap_ins = 0;        // blocks registered back into G1
+  std::size_t evictions = 0;  // blocks whose last G1 copy was evicted (Device Removed)
+  std::size_t swap_outs = 0;  // blocks that landed in G2
+  std::size_t swap_ins = 0;   // blocks registered back into G1
   std::size_t swap_out_bytes = 0;
   std::size_t swap_in_bytes = 0;
-  double swap_out_gbps = 0.0;      // bytes / time with a swap-out in flight (a floor: ends are seen at polls)
+  double swap_out_gbps = 0.0;  // bytes / time with a swap-out in flight (a floor: ends are seen at polls)
   double swap_in_gbps = 0.0;
   std::size_t kv_tokens_written = 0;  // tokens whose K/V write_kv put into their slots
   std::size_t kv_bytes_written = 0;
-  std::size_t failed_copies = 0;   // transfers whose copy failed (their blocks were dropped, not corrupted)
-  std::size_t allocator_ops = 0;   // manager calls made by the replay
+  std::size_t failed_copies = 0;  // transfers whose copy failed (their blocks were dropped, not corrupted)
+  std::size_t allocator_ops = 0;  // manager calls made by the replay
   std::size_t pages_verified = 0;
   std::size_t mismatches = 0;
   std::optional<std::uint32_t> first_bad_page;

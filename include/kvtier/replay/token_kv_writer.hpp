@@ -55,8 +55,8 @@ class TokenKvWriter {
   std::vector<std::uint64_t> identities_;
   std::size_t staged_ = 0;
   std::uint64_t tokens_written_ = 0;
-  KvLayout one_page_;                 // the layout of a page read back (either kind: chunks in order)
-  std::vector<std::byte> expected_;   // one page
+  KvLayout one_page_;                // the layout of a page read back (either kind: chunks in order)
+  std::vector<std::byte> expected_;  // one page
   std::vector<float> scratch_keys_, scratch_values_;
   std::vector<std::int64_t> scratch_slots_;
 };

@@ -5,11 +5,11 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <span>
-#include <vector>
 #include <ostream>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kvtier/core/strong_id.hpp"
 #include "kvtier/core/unique_block.hpp"
@@ -21,7 +21,6 @@ class KvEventSink;
 namespace kvtier::g1 {
 class G1Manager;
 }
-
 
 namespace kvtier::script {
 

@@ -9,7 +9,7 @@ namespace kvtier::kernels {
 /// grouped-query attention (q_heads a multiple of the layout's kv_heads),
 /// K and V read through a padded int32 block table [seqs, max_blocks].
 struct PagedAttentionArgs {
-  const float* query = nullptr;              // [seqs, q_heads, head_dim]
+  const float* query = nullptr;                // [seqs, q_heads, head_dim]
   const std::int32_t* block_tables = nullptr;  // [seqs, max_blocks], page ids
   const std::int32_t* seq_lens = nullptr;      // [seqs], tokens to attend to; 0 gives zeros
   float* out = nullptr;                        // [seqs, q_heads, head_dim]
