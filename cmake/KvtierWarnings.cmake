@@ -1,4 +1,13 @@
 # Warnings every kvtier C++ target carries (not applied to nvcc device passes).
+# KVTIER_WARNINGS_AS_ERRORS turns them into errors; CI sets it (the
+# environment variable of that name gives the default), a user's build with
+# another compiler version does not fail on a new warning.
+set(kvtier_werror_default OFF)
+if(DEFINED ENV{KVTIER_WARNINGS_AS_ERRORS})
+  set(kvtier_werror_default $ENV{KVTIER_WARNINGS_AS_ERRORS})
+endif()
+option(KVTIER_WARNINGS_AS_ERRORS "Warnings fail the build (CI)" ${kvtier_werror_default})
 add_library(kvtier_warnings INTERFACE)
 target_compile_options(kvtier_warnings INTERFACE
-  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion>)
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion>
+  $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${KVTIER_WARNINGS_AS_ERRORS}>>:-Werror>)

@@ -92,7 +92,7 @@ TEST(ScriptRunner, InvalidUtf8InAnAnswerIsReplacedNotFatal) {
   ASSERT_TRUE(answer);
   const std::string line = format_answer(*answer);
   EXPECT_NE(line.find("invalid JSON"), std::string::npos);
-  EXPECT_NO_THROW(nlohmann::json::parse(line));
+  EXPECT_TRUE(nlohmann::json::accept(line)) << line;
 }
 
 TEST(ScriptRunner, ScriptsReplayByteForByteWithCachingOffAndRandomOutput) {
