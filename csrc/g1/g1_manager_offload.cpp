@@ -9,6 +9,18 @@
 
 namespace kvtier::g1 {
 
+const char* swap_in_status_name(SwapInStatus status) noexcept {
+  switch (status) {
+    case SwapInStatus::NoHits:
+      return "no_hits";
+    case SwapInStatus::Scheduled:
+      return "scheduled";
+    case SwapInStatus::BlockedOnG1Offload:
+      return "blocked_on_offload";
+  }
+  return "?";
+}
+
 void G1Manager::attach_offload_engine(std::shared_ptr<OffloadTier> engine) {
   KVTIER_EXPECTS(engine, "attach_offload_engine needs an engine");
   KVTIER_EXPECTS(!tier_, "an offload engine is attached already");

@@ -83,19 +83,12 @@ Json ScriptRunner::State::op_swap_in(const Fields& f) {
   const g1::SwapInStart start = manager_->try_batch_swap_in(plhs, pins);
   if (pins) prefix_pins_.erase(pins_label);  // consumed by every answer (docs/script.md)
   Json out;
-  switch (start.status) {
-    case g1::SwapInStatus::NoHits:
-      out["result"] = "no_hits";
-      break;
-    case g1::SwapInStatus::Scheduled:
-      out["result"] = "scheduled";
-      out["count"] = start.count;
-      swap_ins_.emplace(id, start.swap_in_id);
-      break;
-    case g1::SwapInStatus::BlockedOnG1Offload:
-      out["result"] = "blocked_on_offload";
-      out["offload"] = start.offload_id;
-      break;
+  out["result"] = g1::swap_in_status_name(start.status);
+  if (start.status == g1::SwapInStatus::Scheduled) {
+    out["count"] = start.count;
+    swap_ins_.emplace(id, start.swap_in_id);
+  } else if (start.status == g1::SwapInStatus::BlockedOnG1Offload) {
+    out["offload"] = start.offload_id;
   }
   return out;
 }

@@ -106,19 +106,12 @@ void bind_offload_calls(nb::class_<PyManager>& c) {
                                         m.manager().cancel_swap_in(started.swap_in_id);
                                     });
             nb::dict out;
-            switch (start.status) {
-              case g1::SwapInStatus::NoHits:
-                out["status"] = "no_hits";
-                break;
-              case g1::SwapInStatus::Scheduled:
-                out["status"] = "scheduled";
-                out["swap_in_id"] = start.swap_in_id;
-                out["count"] = start.count;
-                break;
-              case g1::SwapInStatus::BlockedOnG1Offload:
-                out["status"] = "blocked_on_offload";
-                out["offload_id"] = start.offload_id;
-                break;
+            out["status"] = g1::swap_in_status_name(start.status);
+            if (start.status == g1::SwapInStatus::Scheduled) {
+              out["swap_in_id"] = start.swap_in_id;
+              out["count"] = start.count;
+            } else if (start.status == g1::SwapInStatus::BlockedOnG1Offload) {
+              out["offload_id"] = start.offload_id;
             }
             return out;
           },

@@ -28,6 +28,8 @@ struct G1ManagerConfig {
 
 /// Swap-in answers of the offload calls (docs/semantics.md §5.5).
 enum class SwapInStatus : std::uint8_t { NoHits, Scheduled, BlockedOnG1Offload };
+/// "no_hits", "scheduled" or "blocked_on_offload": the name the script and Python answer with.
+const char* swap_in_status_name(SwapInStatus status) noexcept;
 struct SwapInStart {
   SwapInStatus status = SwapInStatus::NoHits;
   std::uint64_t swap_in_id = 0;  // Scheduled
