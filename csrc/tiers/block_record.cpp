@@ -1,0 +1,180 @@
+#include "kvtier/tiers/block_record.hpp"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <vector>
+
+#include "kvtier/core/expects.hpp"
+
+namespace kvtier::tiers {
+namespace {
+
+static_assert(std::endian::native == std::endian::little, "records are little-endian: stored as the host holds them");
+
+constexpr std::uint64_t kMagic = 0x313043455254564BULL;  // the bytes "KVTREC01"
+constexpr std::uint32_t kVersion = 1;
+constexpr std::uint32_t kHasParent = 1;
+constexpr std::uint32_t kHasTokenIds = 2;
+
+// Field offsets of the header (all little-endian).
+constexpr std::size_t kMagicAt = 0;
+constexpr std::size_t kVersionAt = 8;
+constexpr std::size_t kHeaderBytesAt = 12;
+constexpr std::size_t kHeaderChecksumAt = 16;
+constexpr std::size_t kFingerprintAt = 24;
+constexpr std::size_t kGenerationAt = 32;
+constexpr std::size_t kPayloadBytesAt = 40;
+constexpr std::size_t kPayloadChecksumAt = 48;
+constexpr std::size_t kHashAt = 56;
+constexpr std::size_t kPlhHighAt = 64;
+constexpr std::size_t kPlhLowAt = 72;
+constexpr std::size_t kParentAt = 80;
+constexpr std::size_t kLocalAt = 88;
+constexpr std::size_t kFlagsAt = 96;
+constexpr std::size_t kTokenCountAt = 100;
+constexpr std::size_t kTokensAt = 104;
+
+template <class T>
+void put(std::span<std::byte> out, std::size_t at, T value) noexcept {
+  std::memcpy(out.data() + at, &value, sizeof(T));
+}
+template <class T>
+T get(std::span<const std::byte> in, std::size_t at) noexcept {
+  T value;
+  std::memcpy(&value, in.data() + at, sizeof(T));
+  return value;
+}
+
+std::size_t used_bytes(std::size_t token_count) noexcept { return kTokensAt + token_count * sizeof(TokenId); }
+
+/// XXH3-64 of the header's used bytes with its own checksum field taken as zero.
+std::uint64_t header_checksum(std::span<const std::byte> header, std::size_t used) {
+  std::vector<std::byte> copy(header.begin(), header.begin() + static_cast<std::ptrdiff_t>(used));
+  std::fill_n(copy.begin() + kHeaderChecksumAt, sizeof(std::uint64_t), std::byte{0});
+  return XXH3_64bits(copy.data(), copy.size());
+}
+
+}  // namespace
+
+std::uint64_t layout_fingerprint(const KvLayout& layout) noexcept {
+  const KvGeometry& g = layout.geometry();
+  const std::uint64_t fields[] = {kVersion,
+                                  g.layers,
+                                  g.kv_heads,
+                                  g.head_dim,
+                                  static_cast<std::uint64_t>(g.dtype),
+                                  g.tokens_per_block,
+                                  static_cast<std::uint64_t>(layout.layout()),
+                                  layout.page_bytes()};
+  return XXH3_64bits(fields, sizeof(fields));
+}
+
+std::size_t record_header_bytes(std::size_t token_count) noexcept {
+  const std::size_t used = used_bytes(token_count);
+  return (used + kRecordAlignment - 1) / kRecordAlignment * kRecordAlignment;
+}
+
+BlockRecordMeta write_record_header(std::span<std::byte> header, const g1::TieredBlock& block,
+                                    std::uint64_t fingerprint, std::uint64_t generation,
+                                    std::span<const std::byte> payload) {
+  const std::size_t tokens = block.token_ids ? block.token_ids->size() : 0;
+  const std::size_t bytes = record_header_bytes(tokens);
+  KVTIER_EXPECTS(header.size() >= bytes, "a record header of ", tokens, " token ids needs ", bytes, " bytes, not ",
+                 header.size());
+  std::fill(header.begin(), header.begin() + static_cast<std::ptrdiff_t>(bytes), std::byte{0});
+  BlockRecordMeta meta{.block = block,
+                       .layout_fingerprint = fingerprint,
+                       .generation = generation,
+                       .payload_bytes = payload.size(),
+                       .payload_checksum = XXH3_64bits(payload.data(), payload.size())};
+  put(header, kMagicAt, kMagic);
+  put(header, kVersionAt, kVersion);
+  put(header, kHeaderBytesAt, static_cast<std::uint32_t>(bytes));
+  put(header, kFingerprintAt, fingerprint);
+  put(header, kGenerationAt, generation);
+  put(header, kPayloadBytesAt, meta.payload_bytes);
+  put(header, kPayloadChecksumAt, meta.payload_checksum);
+  put(header, kHashAt, block.hash.value());
+  put(header, kPlhHighAt, block.plh.high());
+  put(header, kPlhLowAt, block.plh.low());
+  put(header, kParentAt, block.parent ? block.parent->value() : 0);
+  put(header, kLocalAt, block.local.value());
+  put(header, kFlagsAt, (block.parent ? kHasParent : 0) | (block.token_ids ? kHasTokenIds : 0));
+  put(header, kTokenCountAt, static_cast<std::uint32_t>(tokens));
+  if (tokens > 0) std::memcpy(header.data() + kTokensAt, block.token_ids->data(), tokens * sizeof(TokenId));
+  put(header, kHeaderChecksumAt, header_checksum(header, used_bytes(tokens)));
+  return meta;
+}
+
+const char* record_check_name(RecordCheck check) noexcept {
+  switch (check) {
+    case RecordCheck::Ok:
+      return "ok";
+    case RecordCheck::NotARecord:
+      return "not a record";
+    case RecordCheck::Truncated:
+      return "truncated";
+    case RecordCheck::HeaderCorrupt:
+      return "header checksum mismatch";
+    case RecordCheck::OtherLayout:
+      return "another layout";
+    case RecordCheck::PayloadCorrupt:
+      return "payload checksum mismatch";
+  }
+  return "?";
+}
+
+std::size_t stored_header_bytes(std::span<const std::byte> bytes) noexcept {
+  if (bytes.size() < kTokensAt || get<std::uint64_t>(bytes, kMagicAt) != kMagic) return 0;
+  return get<std::uint32_t>(bytes, kHeaderBytesAt);
+}
+
+RecordCheck read_record_header(std::span<const std::byte> bytes, std::uint64_t fingerprint, BlockRecordMeta& out) {
+  if (bytes.size() < sizeof(std::uint64_t) || get<std::uint64_t>(bytes, kMagicAt) != kMagic) {
+    return RecordCheck::NotARecord;
+  }
+  if (bytes.size() < kTokensAt) return RecordCheck::Truncated;
+  const std::uint32_t tokens = get<std::uint32_t>(bytes, kTokenCountAt);
+  const std::size_t header_bytes = get<std::uint32_t>(bytes, kHeaderBytesAt);
+  // The size fields are checked before any is trusted: a torn header must not read past its bytes.
+  if (get<std::uint32_t>(bytes, kVersionAt) != kVersion || tokens > (header_bytes - kTokensAt) / sizeof(TokenId) ||
+      header_bytes != record_header_bytes(tokens)) {
+    return RecordCheck::HeaderCorrupt;
+  }
+  if (bytes.size() < used_bytes(tokens)) return RecordCheck::Truncated;
+  if (header_checksum(bytes, used_bytes(tokens)) != get<std::uint64_t>(bytes, kHeaderChecksumAt)) {
+    return RecordCheck::HeaderCorrupt;
+  }
+  if (get<std::uint64_t>(bytes, kFingerprintAt) != fingerprint) return RecordCheck::OtherLayout;
+  const std::uint32_t flags = get<std::uint32_t>(bytes, kFlagsAt);
+  g1::TieredBlock block{
+      .plh = PositionalLineageHash::from_raw(get<std::uint64_t>(bytes, kPlhHighAt), get<std::uint64_t>(bytes, kPlhLowAt)),
+      .hash = SequenceHash(get<std::uint64_t>(bytes, kHashAt)),
+      .parent = (flags & kHasParent) != 0 ? std::optional<SequenceHash>(get<std::uint64_t>(bytes, kParentAt))
+                                          : std::nullopt,
+      .local = LocalBlockHash(get<std::uint64_t>(bytes, kLocalAt)),
+      .token_ids = std::nullopt};
+  if ((flags & kHasTokenIds) != 0) {
+    block.token_ids.emplace(tokens);
+    std::memcpy(block.token_ids->data(), bytes.data() + kTokensAt, tokens * sizeof(TokenId));
+  }
+  out = BlockRecordMeta{.block = std::move(block),
+                        .layout_fingerprint = fingerprint,
+                        .generation = get<std::uint64_t>(bytes, kGenerationAt),
+                        .payload_bytes = get<std::uint64_t>(bytes, kPayloadBytesAt),
+                        .payload_checksum = get<std::uint64_t>(bytes, kPayloadChecksumAt)};
+  return RecordCheck::Ok;
+}
+
+RecordCheck check_payload(const BlockRecordMeta& meta, std::span<const std::byte> payload) noexcept {
+  if (payload.size() < meta.payload_bytes) return RecordCheck::Truncated;
+  if (payload.size() != meta.payload_bytes || XXH3_64bits(payload.data(), payload.size()) != meta.payload_checksum) {
+    return RecordCheck::PayloadCorrupt;
+  }
+  return RecordCheck::Ok;
+}
+
+}  // namespace kvtier::tiers

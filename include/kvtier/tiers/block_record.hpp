@@ -1,0 +1,64 @@
+#pragma once
+// One block as the tiers below G2 store it (docs/architecture.md, "The
+// lower-tier seam"): a header — the block's hashes, parent, token ids, the
+// layout fingerprint, the XXH3-64 of the payload, a generation — then the
+// page's bytes. G3 writes one record per disk slot and G4 one per store
+// value; both write and check it here, and serve no byte that did not check.
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "kvtier/core/kv_layout.hpp"
+#include "kvtier/g1/offload_tier.hpp"
+
+namespace kvtier::tiers {
+
+/// Records are laid out in units of this many bytes: the O_DIRECT alignment
+/// of the file systems kvtier runs on, so the payload of a record that
+/// starts aligned starts aligned too.
+inline constexpr std::size_t kRecordAlignment = 4096;
+
+/// What identifies the bytes of a page: geometry, dtype, block size and page
+/// layout (not the capacity). A record of another fingerprint is another
+/// model's or another layout's and is never served.
+std::uint64_t layout_fingerprint(const KvLayout& layout) noexcept;
+
+/// The header of a record: everything but the payload.
+struct BlockRecordMeta {
+  g1::TieredBlock block;
+  std::uint64_t layout_fingerprint = 0;
+  /// Counts up per write of the tier: of two records of one block, the later wins.
+  std::uint64_t generation = 0;
+  std::uint64_t payload_bytes = 0;
+  std::uint64_t payload_checksum = 0;  // XXH3-64
+};
+
+/// Bytes of the header of a block with `token_count` token ids, a multiple of kRecordAlignment.
+std::size_t record_header_bytes(std::size_t token_count) noexcept;
+
+/// Writes the header of `block` with `payload`'s size and checksum into
+/// `header` (record_header_bytes of its token ids; ContractError if smaller).
+/// Returns the meta it wrote.
+BlockRecordMeta write_record_header(std::span<std::byte> header, const g1::TieredBlock& block,
+                                    std::uint64_t fingerprint, std::uint64_t generation,
+                                    std::span<const std::byte> payload);
+
+/// How reading a record's header or payload ended.
+enum class RecordCheck : std::uint8_t {
+  Ok,
+  NotARecord,      // no record magic: an empty or foreign slot
+  Truncated,       // fewer bytes than the header says it has
+  HeaderCorrupt,   // the header's own checksum fails
+  OtherLayout,     // another layout fingerprint
+  PayloadCorrupt,  // the payload's checksum or size fails
+};
+const char* record_check_name(RecordCheck check) noexcept;
+
+/// Reads and checks a header from the first bytes of a record. Ok fills `out`.
+RecordCheck read_record_header(std::span<const std::byte> bytes, std::uint64_t fingerprint, BlockRecordMeta& out);
+/// The header's size as the header at the start of `bytes` says (0 if it is not a record's).
+std::size_t stored_header_bytes(std::span<const std::byte> bytes) noexcept;
+/// Checks a payload against its header: its size and its XXH3-64.
+RecordCheck check_payload(const BlockRecordMeta& meta, std::span<const std::byte> payload) noexcept;
+
+}  // namespace kvtier::tiers
