@@ -151,10 +151,11 @@ RecordCheck read_record_header(std::span<const std::byte> bytes, std::uint64_t f
   if (get<std::uint64_t>(bytes, kFingerprintAt) != fingerprint) return RecordCheck::OtherLayout;
   const std::uint32_t flags = get<std::uint32_t>(bytes, kFlagsAt);
   g1::TieredBlock block{
-      .plh = PositionalLineageHash::from_raw(get<std::uint64_t>(bytes, kPlhHighAt), get<std::uint64_t>(bytes, kPlhLowAt)),
+      .plh =
+          PositionalLineageHash::from_raw(get<std::uint64_t>(bytes, kPlhHighAt), get<std::uint64_t>(bytes, kPlhLowAt)),
       .hash = SequenceHash(get<std::uint64_t>(bytes, kHashAt)),
-      .parent = (flags & kHasParent) != 0 ? std::optional<SequenceHash>(get<std::uint64_t>(bytes, kParentAt))
-                                          : std::nullopt,
+      .parent =
+          (flags & kHasParent) != 0 ? std::optional<SequenceHash>(get<std::uint64_t>(bytes, kParentAt)) : std::nullopt,
       .local = LocalBlockHash(get<std::uint64_t>(bytes, kLocalAt)),
       .token_ids = std::nullopt};
   if ((flags & kHasTokenIds) != 0) {

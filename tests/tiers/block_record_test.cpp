@@ -13,8 +13,9 @@ namespace kvtier::tiers {
 namespace {
 
 KvLayout layout(PageLayout kind = PageLayout::PageMajor, std::uint32_t block_size = 16) {
-  return KvLayout(KvGeometry{.layers = 2, .kv_heads = 2, .head_dim = 8, .dtype = KvDtype::Bf16, .tokens_per_block = block_size},
-                  kind, 4);
+  return KvLayout(
+      KvGeometry{.layers = 2, .kv_heads = 2, .head_dim = 8, .dtype = KvDtype::Bf16, .tokens_per_block = block_size},
+      kind, 4);
 }
 
 g1::TieredBlock block_with_tokens(std::size_t tokens) {
