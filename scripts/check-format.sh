@@ -12,7 +12,8 @@ if [[ "${version%%.*}" != "14" ]]; then
   echo "check-format: clang-format 14 is required, found $version" >&2
   exit 2
 fi
-mapfile -t files < <(git ls-files '*.cpp' '*.hpp' '*.cu' '*.cuh' '*.h')
+# Tracked files and new ones git does not ignore: a file is checked before its first commit.
+mapfile -t files < <(git ls-files --cached --others --exclude-standard '*.cpp' '*.hpp' '*.cu' '*.cuh' '*.h')
 if (( fix )); then
   clang-format -i --style=file "${files[@]}"
   exit 0

@@ -52,7 +52,8 @@ TEST_F(IoQueueTest, AlignedSlotsRoundTripThroughABoundedQueue) {
   std::size_t next = 0;
   std::size_t done = 0;
   while (done < kSlots) {
-    while (next < kSlots && queue.write(file.fd(), std::span<const std::byte>(out[next].get(), kSlot), next * kSlot, next)) {
+    while (next < kSlots &&
+           queue.write(file.fd(), std::span<const std::byte>(out[next].get(), kSlot), next * kSlot, next)) {
       ++next;
     }
     EXPECT_LE(queue.in_flight(), 4U);
@@ -63,11 +64,13 @@ TEST_F(IoQueueTest, AlignedSlotsRoundTripThroughABoundedQueue) {
   }
   std::vector<AlignedBuffer> in;
   const auto check_reads = [&](const std::vector<IoQueue::Completion>& reads) {
-    for (const IoQueue::Completion& c : reads) EXPECT_EQ(c.result, static_cast<std::int64_t>(kSlot)) << "slot " << c.tag;
+    for (const IoQueue::Completion& c : reads)
+      EXPECT_EQ(c.result, static_cast<std::int64_t>(kSlot)) << "slot " << c.tag;
   };
   for (std::size_t s = 0; s < kSlots; ++s) {
     in.push_back(aligned(kSlot));
-    while (!queue.read(file.fd(), std::span<std::byte>(in.back().get(), kSlot), s * kSlot, s)) check_reads(queue.wait());
+    while (!queue.read(file.fd(), std::span<std::byte>(in.back().get(), kSlot), s * kSlot, s))
+      check_reads(queue.wait());
   }
   while (queue.in_flight() > 0) check_reads(queue.wait());
   for (std::size_t s = 0; s < kSlots; ++s) {

@@ -20,8 +20,7 @@ DirectFile::DirectFile(const std::filesystem::path& path) {
   if (fd_ < 0) throw ConfigError("cannot open " + path.string() + ": " + std::strerror(errno));
 }
 
-DirectFile::DirectFile(DirectFile&& other) noexcept
-    : fd_(std::exchange(other.fd_, -1)), direct_(other.direct_) {}
+DirectFile::DirectFile(DirectFile&& other) noexcept : fd_(std::exchange(other.fd_, -1)), direct_(other.direct_) {}
 
 DirectFile& DirectFile::operator=(DirectFile&& other) noexcept {
   if (this != &other) {
@@ -38,13 +37,15 @@ DirectFile::~DirectFile() {
 
 std::uint64_t DirectFile::size() const {
   struct stat st {};
-  if (::fstat(fd_, &st) != 0) throw ConfigError(std::string("cannot stat the disk tier's file: ") + std::strerror(errno));
+  if (::fstat(fd_, &st) != 0)
+    throw ConfigError(std::string("cannot stat the disk tier's file: ") + std::strerror(errno));
   return static_cast<std::uint64_t>(st.st_size);
 }
 
 void DirectFile::resize(std::uint64_t bytes) {
   if (::ftruncate(fd_, static_cast<off_t>(bytes)) != 0) {
-    throw ConfigError("cannot size the disk tier's file to " + std::to_string(bytes) + " bytes: " + std::strerror(errno));
+    throw ConfigError("cannot size the disk tier's file to " + std::to_string(bytes) +
+                      " bytes: " + std::strerror(errno));
   }
 }
 
