@@ -1,0 +1,50 @@
+#pragma once
+// G3's file is an array of fixed-size slots, each holding one block record
+// (tiers/block_record.hpp). At open the tier rebuilds what it holds from the
+// slots' headers: this scan.
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "kvtier/core/kv_layout.hpp"
+#include "kvtier/tiers/block_record.hpp"
+#include "kvtier/tiers/disk/direct_file.hpp"
+#include "kvtier/tiers/disk/io_queue.hpp"
+
+namespace kvtier::tiers::disk {
+
+/// Where a slot's header and payload lie: the header region holds a record
+/// header with a whole block's token ids, the payload (one page) follows it;
+/// every part is a multiple of kRecordAlignment.
+struct SlotGeometry {
+  std::size_t header_bytes = 0;
+  std::size_t payload_bytes = 0;
+  std::size_t slot_bytes = 0;
+
+  static SlotGeometry of(const KvLayout& layout) noexcept;
+  std::uint64_t offset(std::uint32_t slot) const noexcept { return std::uint64_t{slot} * slot_bytes; }
+};
+
+struct ScannedSlot {
+  std::uint32_t slot = 0;
+  BlockRecordMeta meta;
+};
+
+/// What the headers of a file's slots say.
+struct SlotScan {
+  std::vector<ScannedSlot> resident;  // one per block: the newest generation, in slot order
+  std::uint32_t empty = 0;            // no record: never written, or a write that did not complete its header
+  std::uint32_t corrupt = 0;          // a torn or damaged header: the slot is free again
+  std::uint32_t other_layout = 0;     // records of another layout fingerprint
+  std::uint32_t superseded = 0;       // older copies of a block a newer generation holds
+  std::uint64_t newest_generation = 0;
+};
+
+/// Reads the header region of each of the first `slots` slots (a file shorter
+/// than that counts the missing ones empty), `queue.depth()` reads in flight.
+/// Payloads are checked when a block is read, not here: a restart reads
+/// headers only. Throws TransferError when a read fails outright.
+SlotScan scan_slots(const DirectFile& file, const SlotGeometry& geometry, std::uint32_t slots,
+                    std::uint64_t fingerprint, IoQueue& queue);
+
+}  // namespace kvtier::tiers::disk
