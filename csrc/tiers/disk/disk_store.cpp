@@ -1,0 +1,215 @@
+#include "kvtier/tiers/disk/disk_store.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "kvtier/core/errors.hpp"
+#include "kvtier/core/expects.hpp"
+
+namespace kvtier::tiers::disk {
+
+void DiskStore::AlignedFree::operator()(std::byte* p) const noexcept { std::free(p); }
+
+DiskStore::DiskStore(const DiskStoreConfig& config, const KvLayout& layout)
+    : file_(config.file),
+      geometry_(SlotGeometry::of(layout)),
+      fingerprint_(layout_fingerprint(layout)),
+      queue_(config.queue_depth),
+      slots_(config.slots) {
+  if (config.slots == 0) throw ConfigError("the disk tier needs at least one slot");
+  recovered_ = scan_slots(file_, geometry_, config.slots, fingerprint_, queue_);
+  if (recovered_.other_layout > 0) {
+    if (!config.reformat) {
+      throw ConfigError("the disk tier's file " + config.file.string() + " holds " +
+                        std::to_string(recovered_.other_layout) +
+                        " blocks of another layout (model geometry, dtype, block size or page layout); "
+                        "reformat it to discard them");
+    }
+    const std::uint32_t foreign = recovered_.other_layout;
+    recovered_ = SlotScan{};  // everything goes
+    recovered_.other_layout = foreign;
+    file_.resize(0);
+  }
+  file_.resize(std::uint64_t{config.slots} * geometry_.slot_bytes);  // sparse: disk blocks come with writes
+  // Oldest generation first: the least recently written is the first victim.
+  std::vector<const ScannedSlot*> by_age;
+  for (const ScannedSlot& s : recovered_.resident) by_age.push_back(&s);
+  std::sort(by_age.begin(), by_age.end(),
+            [](const ScannedSlot* a, const ScannedSlot* b) { return a->meta.generation < b->meta.generation; });
+  for (const ScannedSlot* s : by_age) {
+    Slot& slot = slots_[s->slot];
+    slot.state = State::Resident;
+    slot.block = s->meta.block;
+    index_.emplace(slot.block.plh, s->slot);
+    make_evictable(s->slot);
+  }
+  for (std::uint32_t s = config.slots; s-- > 0;) {
+    if (slots_[s].state == State::Free) free_.push_back(s);  // slot 0 is taken first
+  }
+  next_generation_ = recovered_.newest_generation + 1;
+  buffers_.reset(static_cast<std::byte*>(std::aligned_alloc(kRecordAlignment, queue_.depth() * geometry_.slot_bytes)));
+  if (!buffers_) throw AllocationError("cannot allocate the disk tier's I/O buffers");
+  for (std::uint32_t b = queue_.depth(); b-- > 0;) free_buffers_.push_back(b);
+}
+
+DiskStore::~DiskStore() {
+  try {
+    while (queue_.in_flight() > 0) (void)queue_.wait();
+  } catch (...) {  // a destructor never throws
+  }
+}
+
+std::size_t DiskStore::resident_prefix(std::span<const PositionalLineageHash> plhs) const {
+  std::size_t n = 0;
+  for (const PositionalLineageHash& plh : plhs) {
+    const auto it = index_.find(plh);
+    if (it == index_.end() || slots_[it->second].state != State::Resident) break;
+    ++n;
+  }
+  return n;
+}
+
+void DiskStore::make_evictable(std::uint32_t slot) { slots_[slot].lru = lru_.insert(lru_.end(), slot); }
+
+void DiskStore::free_slot(std::uint32_t slot) {
+  Slot& s = slots_[slot];
+  index_.erase(s.block.plh);
+  s = Slot{};
+  free_.push_back(slot);
+}
+
+DiskStore::WriteStart DiskStore::write(const g1::TieredBlock& block, std::span<const std::byte> payload,
+                                       std::vector<SequenceHash>& evicted) {
+  KVTIER_EXPECTS(payload.size() == geometry_.payload_bytes, "a disk tier write takes one page of ",
+                 geometry_.payload_bytes, " bytes, not ", payload.size());
+  if (contains(block.plh)) return WriteStart::Present;
+  if (free_buffers_.empty() || queue_.full() || (free_.empty() && lru_.empty())) return WriteStart::NoRoom;
+  std::uint32_t slot;
+  if (!free_.empty()) {
+    slot = free_.back();
+    free_.pop_back();
+  } else {
+    slot = lru_.front();
+    lru_.pop_front();
+    evicted.push_back(slots_[slot].block.hash);
+    index_.erase(slots_[slot].block.plh);
+    slots_[slot] = Slot{};
+    ++stats_.evictions;
+  }
+  const std::uint32_t b = free_buffers_.back();
+  free_buffers_.pop_back();
+  const std::span<std::byte> bytes(buffer(b), geometry_.slot_bytes);
+  std::memcpy(bytes.data() + geometry_.header_bytes, payload.data(), payload.size());
+  std::fill(bytes.begin() + static_cast<std::ptrdiff_t>(geometry_.header_bytes + payload.size()), bytes.end(),
+            std::byte{0});
+  write_record_header(bytes.first(geometry_.header_bytes), block, fingerprint_, next_generation_++,
+                      bytes.subspan(geometry_.header_bytes, payload.size()));
+  Slot& s = slots_[slot];
+  s.state = State::Writing;
+  s.block = block;
+  index_.emplace(block.plh, slot);
+  const std::uint64_t tag = next_tag_++;
+  operations_.emplace(tag, Operation{.is_write = true, .slot = slot, .buffer = b});
+  const bool queued = queue_.write(file_.fd(), bytes, geometry_.offset(slot), tag);
+  KVTIER_ASSERT(queued, "the I/O queue refused a write it had room for");
+  return WriteStart::Started;
+}
+
+std::optional<std::uint64_t> DiskStore::read(std::span<const PositionalLineageHash> plhs,
+                                             std::span<std::byte* const> pages) {
+  KVTIER_EXPECTS(plhs.size() == pages.size(), "a disk tier read needs one page per block");
+  KVTIER_EXPECTS(plhs.size() <= queue_.depth(), "a disk tier read of ", plhs.size(), " blocks exceeds the queue depth ",
+                 queue_.depth());
+  KVTIER_EXPECTS(resident_prefix(plhs) == plhs.size(), "a disk tier read of blocks that are not resident");
+  if (plhs.empty()) return std::nullopt;
+  if (free_buffers_.size() < plhs.size() || queue_.depth() - queue_.in_flight() < plhs.size()) return std::nullopt;
+  const std::uint64_t id = next_read_++;
+  PendingRead& pending = reads_[id];
+  pending.remaining = plhs.size();
+  pending.done.id = id;
+  pending.done.ok.assign(plhs.size(), false);
+  for (std::size_t i = 0; i < plhs.size(); ++i) {
+    const std::uint32_t slot = index_.at(plhs[i]);
+    Slot& s = slots_[slot];
+    if (s.pins++ == 0) lru_.erase(s.lru);  // pinned: not evictable while read
+    pending.done.blocks.push_back(s.block);
+    const std::uint32_t b = free_buffers_.back();
+    free_buffers_.pop_back();
+    const std::uint64_t tag = next_tag_++;
+    operations_.emplace(
+        tag, Operation{.is_write = false, .slot = slot, .buffer = b, .read = id, .position = i, .page = pages[i]});
+    const bool queued =
+        queue_.read(file_.fd(), std::span<std::byte>(buffer(b), geometry_.slot_bytes), geometry_.offset(slot), tag);
+    KVTIER_ASSERT(queued, "the I/O queue refused a read it had room for");
+  }
+  queue_.submit();
+  return id;
+}
+
+void DiskStore::finish(const IoQueue::Completion& completion, Progress& progress) {
+  const auto it = operations_.find(completion.tag);
+  KVTIER_ASSERT(it != operations_.end(), "an I/O completion of no operation");
+  const Operation op = it->second;
+  operations_.erase(it);
+  free_buffers_.push_back(op.buffer);
+  Slot& s = slots_[op.slot];
+  const bool whole = completion.result == static_cast<std::int64_t>(geometry_.slot_bytes);
+  if (op.is_write) {
+    if (!whole) {  // failed (ENOSPC, EIO) or short: never visible
+      ++stats_.write_failures;
+      free_slot(op.slot);
+      return;
+    }
+    s.state = State::Resident;
+    make_evictable(op.slot);
+    ++stats_.blocks_written;
+    stats_.bytes_written += geometry_.slot_bytes;
+    progress.stored.push_back(s.block);
+    return;
+  }
+  PendingRead& pending = reads_.at(op.read);
+  bool ok = false;
+  if (!whole) {
+    ++stats_.read_failures;
+  } else {
+    const std::span<const std::byte> bytes(buffer(op.buffer), geometry_.slot_bytes);
+    BlockRecordMeta meta;
+    const std::span<const std::byte> payload = bytes.subspan(geometry_.header_bytes, geometry_.payload_bytes);
+    ok = read_record_header(bytes.first(geometry_.header_bytes), fingerprint_, meta) == RecordCheck::Ok &&
+         meta.block.plh == s.block.plh && check_payload(meta, payload) == RecordCheck::Ok;
+    if (ok) {
+      std::memcpy(op.page, payload.data(), payload.size());
+      ++stats_.blocks_read;
+      stats_.bytes_read += geometry_.slot_bytes;
+    } else {
+      ++stats_.checksum_failures;
+    }
+  }
+  pending.done.ok[op.position] = ok;
+  if (!ok) s.bad = true;
+  if (--s.pins == 0) {
+    if (s.bad) {
+      progress.dropped.push_back(s.block.hash);
+      free_slot(op.slot);
+    } else {
+      make_evictable(op.slot);  // most recently used
+    }
+  }
+  if (--pending.remaining == 0) {
+    progress.reads.push_back(std::move(pending.done));
+    reads_.erase(op.read);
+  }
+}
+
+DiskStore::Progress DiskStore::poll(bool wait) {
+  Progress progress;
+  for (const IoQueue::Completion& c : queue_.reap()) finish(c, progress);
+  while (wait && queue_.in_flight() > 0) {
+    for (const IoQueue::Completion& c : queue_.wait()) finish(c, progress);
+  }
+  return progress;
+}
+
+}  // namespace kvtier::tiers::disk

@@ -1,0 +1,182 @@
+// G3's store: blocks become visible only when their writes completed, come
+// back byte for byte after a verified read, survive a restart, are evicted
+// least recently used first, and a damaged slot is never served.
+#include "kvtier/tiers/disk/disk_store.hpp"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <vector>
+
+#include "kvtier/core/errors.hpp"
+
+namespace kvtier::tiers::disk {
+namespace {
+
+KvLayout layout(PageLayout kind = PageLayout::PageMajor) {
+  return KvLayout(
+      KvGeometry{.layers = 2, .kv_heads = 2, .head_dim = 16, .dtype = KvDtype::Bf16, .tokens_per_block = 16}, kind, 8);
+}
+
+g1::TieredBlock block(std::uint64_t n) {
+  return g1::TieredBlock{.plh = PositionalLineageHash::from_raw(0, n),
+                         .hash = SequenceHash(n * 100),
+                         .parent = n > 1 ? std::optional<SequenceHash>((n - 1) * 100) : std::nullopt,
+                         .local = LocalBlockHash(n),
+                         .token_ids = std::nullopt};
+}
+
+std::vector<std::byte> page_of(std::uint64_t n, std::size_t bytes) {
+  std::vector<std::byte> page(bytes);
+  for (std::size_t i = 0; i < bytes; ++i) page[i] = static_cast<std::byte>((n * 37 + i * 11) & 0xFF);
+  return page;
+}
+
+class DiskStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("kvtier_disk_store_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  DiskStoreConfig config(std::uint32_t slots, bool reformat = false) const {
+    return DiskStoreConfig{.file = dir_ / "g3.slots", .slots = slots, .queue_depth = 4, .reformat = reformat};
+  }
+  /// Writes blocks [first, last] and waits until they are visible.
+  void put(DiskStore& store, std::uint64_t first, std::uint64_t last, std::vector<SequenceHash>* evicted = nullptr) {
+    std::vector<SequenceHash> gone;
+    for (std::uint64_t n = first; n <= last; ++n) {
+      const auto page = page_of(n, store.geometry().payload_bytes);
+      ASSERT_EQ(store.write(block(n), page, gone), DiskStore::WriteStart::Started) << "block " << n;
+      (void)store.poll(true);
+    }
+    if (evicted) *evicted = gone;
+  }
+  /// Reads block n back; true when it verified and its bytes are its own.
+  bool read_back(DiskStore& store, std::uint64_t n, DiskStore::Progress* out = nullptr) {
+    std::vector<std::byte> page(store.geometry().payload_bytes);
+    const std::vector<PositionalLineageHash> plhs{block(n).plh};
+    std::byte* const pages[] = {page.data()};
+    const auto id = store.read(plhs, pages);
+    EXPECT_TRUE(id.has_value());
+    DiskStore::Progress progress = store.poll(true);
+    EXPECT_EQ(progress.reads.size(), 1U);
+    const bool ok = !progress.reads.empty() && progress.reads[0].ok[0];
+    if (out) *out = progress;
+    return ok && page == page_of(n, store.geometry().payload_bytes);
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_F(DiskStoreTest, AWriteIsVisibleOnlyOnceItCompleted) {
+  DiskStore store(config(4), layout());
+  std::vector<SequenceHash> evicted;
+  const auto page = page_of(1, store.geometry().payload_bytes);
+  ASSERT_EQ(store.write(block(1), page, evicted), DiskStore::WriteStart::Started);
+  const std::vector<PositionalLineageHash> plhs{block(1).plh};
+  EXPECT_TRUE(store.contains(block(1).plh));   // the presence filter sees it
+  EXPECT_EQ(store.resident_prefix(plhs), 0U);  // but it is not served yet
+  EXPECT_EQ(store.write(block(1), page, evicted), DiskStore::WriteStart::Present);
+  const DiskStore::Progress progress = store.poll(true);
+  ASSERT_EQ(progress.stored.size(), 1U);
+  EXPECT_EQ(progress.stored[0].hash, block(1).hash);
+  EXPECT_EQ(store.resident_prefix(plhs), 1U);
+  EXPECT_EQ(store.stats().blocks_written, 1U);
+}
+
+TEST_F(DiskStoreTest, BlocksComeBackByteForByte) {
+  DiskStore store(config(8), layout());
+  put(store, 1, 5);
+  const std::vector<PositionalLineageHash> plhs{block(1).plh, block(2).plh, block(3).plh, block(9).plh};
+  EXPECT_EQ(store.resident_prefix(plhs), 3U);
+  for (std::uint64_t n = 1; n <= 5; ++n) EXPECT_TRUE(read_back(store, n)) << "block " << n;
+  EXPECT_EQ(store.stats().blocks_read, 5U);
+  EXPECT_EQ(store.stats().checksum_failures, 0U);
+}
+
+TEST_F(DiskStoreTest, ARestartFindsWhatTheFileHolds) {
+  {
+    DiskStore store(config(8), layout());
+    put(store, 1, 3);
+  }
+  {
+    DiskStore reopened(config(8), layout());
+    EXPECT_EQ(reopened.recovered().resident.size(), 3U);
+    EXPECT_EQ(reopened.recovered().newest_generation, 3U);
+    EXPECT_EQ(reopened.used(), 3U);
+    for (std::uint64_t n = 1; n <= 3; ++n) EXPECT_TRUE(read_back(reopened, n)) << "block " << n;
+    put(reopened, 4, 4);  // generations continue where the file left them
+  }
+  DiskStore again(config(8), layout());
+  EXPECT_EQ(again.recovered().resident.size(), 4U);
+  EXPECT_EQ(again.recovered().newest_generation, 4U);
+}
+
+TEST_F(DiskStoreTest, TheLeastRecentlyUsedBlockIsEvictedFirst) {
+  DiskStore store(config(3), layout());
+  put(store, 1, 3);
+  EXPECT_TRUE(read_back(store, 1));  // 1 is used again: 2 is now the oldest
+  std::vector<SequenceHash> evicted;
+  put(store, 4, 4, &evicted);
+  ASSERT_EQ(evicted.size(), 1U);
+  EXPECT_EQ(evicted[0], block(2).hash);
+  EXPECT_FALSE(store.contains(block(2).plh));
+  EXPECT_EQ(store.stats().evictions, 1U);
+}
+
+TEST_F(DiskStoreTest, ADamagedSlotIsNeverServedAndIsDropped) {
+  std::uint64_t slot_bytes = 0;
+  std::size_t header_bytes = 0;
+  {
+    DiskStore store(config(4), layout());
+    put(store, 1, 2);
+    slot_bytes = store.geometry().slot_bytes;
+    header_bytes = store.geometry().header_bytes;
+  }
+  // Flip one payload byte of block 2 (slot 1) between runs.
+  const int fd = ::open((dir_ / "g3.slots").c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  std::byte b{};
+  const off_t at = static_cast<off_t>(slot_bytes + header_bytes + 100);
+  ASSERT_EQ(::pread(fd, &b, 1, at), 1);
+  b ^= std::byte{0x40};
+  ASSERT_EQ(::pwrite(fd, &b, 1, at), 1);
+  ::close(fd);
+  DiskStore store(config(4), layout());
+  ASSERT_EQ(store.used(), 2U);  // the header still verifies: found at restart
+  DiskStore::Progress progress;
+  EXPECT_FALSE(read_back(store, 2, &progress));
+  ASSERT_EQ(progress.dropped.size(), 1U);
+  EXPECT_EQ(progress.dropped[0], block(2).hash);
+  EXPECT_FALSE(store.contains(block(2).plh));
+  EXPECT_EQ(store.stats().checksum_failures, 1U);
+  EXPECT_TRUE(read_back(store, 1));
+}
+
+TEST_F(DiskStoreTest, AnotherLayoutIsRefusedUnlessReformatted) {
+  {
+    DiskStore store(config(4), layout(PageLayout::PageMajor));
+    put(store, 1, 2);
+  }
+  EXPECT_THROW(DiskStore(config(4), layout(PageLayout::LayerMajor)), ConfigError);
+  DiskStore reformatted(config(4, /*reformat=*/true), layout(PageLayout::LayerMajor));
+  EXPECT_EQ(reformatted.used(), 0U);
+  EXPECT_EQ(reformatted.recovered().other_layout, 2U);
+  put(reformatted, 7, 7);
+  EXPECT_TRUE(read_back(reformatted, 7));
+}
+
+TEST_F(DiskStoreTest, ReadsOfBlocksNotResidentAreContractErrors) {
+  DiskStore store(config(4), layout());
+  std::vector<std::byte> page(store.geometry().payload_bytes);
+  const std::vector<PositionalLineageHash> plhs{block(1).plh};
+  std::byte* const pages[] = {page.data()};
+  EXPECT_THROW((void)store.read(plhs, pages), ContractError);
+  std::vector<SequenceHash> evicted;
+  EXPECT_THROW((void)store.write(block(1), std::span<const std::byte>(page).first(10), evicted), ContractError);
+}
+
+}  // namespace
+}  // namespace kvtier::tiers::disk
