@@ -5,9 +5,12 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <random>
 #include <vector>
 
 #include "kvtier/core/errors.hpp"
@@ -176,6 +179,43 @@ TEST_F(DiskStoreTest, ReadsOfBlocksNotResidentAreContractErrors) {
   EXPECT_THROW((void)store.read(plhs, pages), ContractError);
   std::vector<SequenceHash> evicted;
   EXPECT_THROW((void)store.write(block(1), std::span<const std::byte>(page).first(10), evicted), ContractError);
+}
+
+TEST_F(DiskStoreTest, AProcessKilledWhileWritingLeavesOnlyBlocksThatVerify) {
+  std::mt19937 rng(20261204);
+  std::uint64_t recovered_total = 0;
+  for (int trial = 0; trial < 6; ++trial) {
+    const std::uint64_t first = 1 + static_cast<std::uint64_t>(trial) * 100000;  // each child writes new blocks
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {  // writes (and evicts, and overwrites slots) until it is killed
+      try {
+        DiskStore store(config(16), layout());
+        std::vector<SequenceHash> evicted;
+        for (std::uint64_t n = first;; ++n) {
+          const auto page = page_of(n, store.geometry().payload_bytes);
+          while (store.write(block(n), page, evicted) == DiskStore::WriteStart::NoRoom) (void)store.poll(true);
+          (void)store.poll(false);
+        }
+      } catch (...) {
+      }
+      ::_exit(1);
+    }
+    ::usleep(static_cast<useconds_t>(std::uniform_int_distribution<int>(1000, 30000)(rng)));
+    ASSERT_EQ(::kill(child, SIGKILL), 0);
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFSIGNALED(status)) << "the writer ended on its own";
+    DiskStore store(config(16), layout());
+    for (const ScannedSlot& slot : store.recovered().resident) {
+      const std::uint64_t n = slot.meta.block.hash.value() / 100;
+      EXPECT_EQ(slot.meta.block.plh, block(n).plh);
+      EXPECT_TRUE(read_back(store, n)) << "trial " << trial << ", block " << n;
+    }
+    EXPECT_EQ(store.stats().checksum_failures, 0U) << "trial " << trial;
+    recovered_total += store.recovered().resident.size();
+  }
+  EXPECT_GT(recovered_total, 0U);  // the writers got blocks to disk before they died
 }
 
 }  // namespace

@@ -56,8 +56,8 @@ DiskStore::DiskStore(const DiskStoreConfig& config, const KvLayout& layout)
 
 DiskStore::~DiskStore() {
   try {
-    while (queue_.in_flight() > 0) (void)queue_.wait();
-  } catch (...) {  // a destructor never throws
+    (void)poll(true);  // a clean close completes the writes in flight, header and all
+  } catch (...) {      // a destructor never throws; the I/O in flight still ends before the queue goes
   }
 }
 
@@ -100,18 +100,18 @@ DiskStore::WriteStart DiskStore::write(const g1::TieredBlock& block, std::span<c
   }
   const std::uint32_t b = free_buffers_.back();
   free_buffers_.pop_back();
+  // Phase one: the payload, behind a zeroed header region (the old record is gone first).
   const std::span<std::byte> bytes(buffer(b), geometry_.slot_bytes);
+  std::fill(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(geometry_.header_bytes), std::byte{0});
   std::memcpy(bytes.data() + geometry_.header_bytes, payload.data(), payload.size());
   std::fill(bytes.begin() + static_cast<std::ptrdiff_t>(geometry_.header_bytes + payload.size()), bytes.end(),
             std::byte{0});
-  write_record_header(bytes.first(geometry_.header_bytes), block, fingerprint_, next_generation_++,
-                      bytes.subspan(geometry_.header_bytes, payload.size()));
   Slot& s = slots_[slot];
   s.state = State::Writing;
   s.block = block;
   index_.emplace(block.plh, slot);
   const std::uint64_t tag = next_tag_++;
-  operations_.emplace(tag, Operation{.is_write = true, .slot = slot, .buffer = b});
+  operations_.emplace(tag, Operation{.phase = Phase::Payload, .slot = slot, .buffer = b});
   const bool queued = queue_.write(file_.fd(), bytes, geometry_.offset(slot), tag);
   KVTIER_ASSERT(queued, "the I/O queue refused a write it had room for");
   return WriteStart::Started;
@@ -139,7 +139,7 @@ std::optional<std::uint64_t> DiskStore::read(std::span<const PositionalLineageHa
     free_buffers_.pop_back();
     const std::uint64_t tag = next_tag_++;
     operations_.emplace(
-        tag, Operation{.is_write = false, .slot = slot, .buffer = b, .read = id, .position = i, .page = pages[i]});
+        tag, Operation{.phase = Phase::Read, .slot = slot, .buffer = b, .read = id, .position = i, .page = pages[i]});
     const bool queued =
         queue_.read(file_.fd(), std::span<std::byte>(buffer(b), geometry_.slot_bytes), geometry_.offset(slot), tag);
     KVTIER_ASSERT(queued, "the I/O queue refused a read it had room for");
@@ -153,13 +153,29 @@ void DiskStore::finish(const IoQueue::Completion& completion, Progress& progress
   KVTIER_ASSERT(it != operations_.end(), "an I/O completion of no operation");
   const Operation op = it->second;
   operations_.erase(it);
-  free_buffers_.push_back(op.buffer);
   Slot& s = slots_[op.slot];
-  const bool whole = completion.result == static_cast<std::int64_t>(geometry_.slot_bytes);
-  if (op.is_write) {
-    if (!whole) {  // failed (ENOSPC, EIO) or short: never visible
+  if (op.phase == Phase::Payload) {
+    if (completion.result != static_cast<std::int64_t>(geometry_.slot_bytes)) {  // failed (ENOSPC, EIO) or short
+      free_buffers_.push_back(op.buffer);
       ++stats_.write_failures;
       free_slot(op.slot);
+      return;
+    }
+    // Phase two: the header that makes the slot a record, now that its payload is written.
+    const std::span<std::byte> bytes(buffer(op.buffer), geometry_.slot_bytes);
+    write_record_header(bytes.first(geometry_.header_bytes), s.block, fingerprint_, next_generation_++,
+                        bytes.subspan(geometry_.header_bytes, geometry_.payload_bytes));
+    const std::uint64_t tag = next_tag_++;
+    operations_.emplace(tag, Operation{.phase = Phase::Header, .slot = op.slot, .buffer = op.buffer});
+    const bool queued = queue_.write(file_.fd(), bytes.first(geometry_.header_bytes), geometry_.offset(op.slot), tag);
+    KVTIER_ASSERT(queued, "the I/O queue refused a header write in the room its payload write left");
+    return;
+  }
+  free_buffers_.push_back(op.buffer);
+  if (op.phase == Phase::Header) {
+    if (completion.result != static_cast<std::int64_t>(geometry_.header_bytes)) {
+      ++stats_.write_failures;
+      free_slot(op.slot);  // its header region may hold anything but a valid header for other bytes
       return;
     }
     s.state = State::Resident;
@@ -169,6 +185,7 @@ void DiskStore::finish(const IoQueue::Completion& completion, Progress& progress
     progress.stored.push_back(s.block);
     return;
   }
+  const bool whole = completion.result == static_cast<std::int64_t>(geometry_.slot_bytes);
   PendingRead& pending = reads_.at(op.read);
   bool ok = false;
   if (!whole) {

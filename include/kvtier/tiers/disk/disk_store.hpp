@@ -6,6 +6,10 @@
 // rebuilt from the slots' headers when the store is opened again.
 //   Free -> Writing (a write in flight: found by contains(), never read)
 //   Writing -> Resident (the write completed) | Free (it failed)
+// A write is two ordered writes: the payload with a zeroed header region,
+// then, once that completed, the header. A process killed at any point
+// leaves each slot as its old record, as no record, or as a header whose
+// checksum fails — never a header that vouches for bytes not on disk.
 //   Resident -> pinned while reads use it; evictable (LRU) when not
 #include <cstdint>
 #include <filesystem>
@@ -105,8 +109,9 @@ class DiskStore {
     g1::TieredBlock block;
     std::list<std::uint32_t>::iterator lru;  // valid while Resident and unpinned
   };
+  enum class Phase : std::uint8_t { Payload, Header, Read };
   struct Operation {
-    bool is_write = true;
+    Phase phase = Phase::Payload;
     std::uint32_t slot = 0;
     std::uint32_t buffer = 0;
     std::uint64_t read = 0;     // the read it belongs to
