@@ -25,6 +25,7 @@ struct KvEventsOptions {
   std::string encoding = "map";           // map | array: vLLM's current tagged maps or its older tagged arrays
   std::string medium_g1 = "GPU";
   std::string medium_g2 = "CPU_PINNED";
+  std::string medium_g3 = "DISK";
 };
 
 void add_kv_events_options(CLI::App& command, KvEventsOptions& options);

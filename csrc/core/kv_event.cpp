@@ -2,6 +2,16 @@
 
 namespace kvtier {
 
-const char* tier_name(StorageTier tier) noexcept { return tier == StorageTier::Device ? "device" : "host_pinned"; }
+const char* tier_name(StorageTier tier) noexcept {
+  switch (tier) {
+    case StorageTier::Device:
+      return "device";
+    case StorageTier::HostPinned:
+      return "host_pinned";
+    case StorageTier::Disk:
+      return "disk";
+  }
+  return "?";
+}
 
 }  // namespace kvtier

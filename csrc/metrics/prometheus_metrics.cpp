@@ -105,6 +105,8 @@ struct PrometheusMetrics::Series {
   std::array<std::optional<TierSeries>, kTiers.size()> tiers{};
   std::optional<TransferSeries> g1_to_g2;
   std::optional<TransferSeries> g2_to_g1;
+  std::optional<TransferSeries> g2_to_g3;
+  std::optional<TransferSeries> g3_to_g2;
 
   prometheus::Family<prometheus::Gauge>& gauge(const std::string& name, const std::string& help) {
     return prometheus::BuildGauge().Name(name).Help(help).Register(*registry);
@@ -169,15 +171,21 @@ void PrometheusMetrics::update(const KvMetrics& m) {
     out.evicted.advance_to(total(tier.evicted_blocks));
     if (out.checksum_failures) out.checksum_failures->advance_to(total(tier.checksum_failures));
   }
+  const auto copies = [&](std::optional<Series::TransferSeries>& slot, const char* from, const char* to,
+                          const TransferMetrics& moved) {
+    Series::TransferSeries& out = s.transfer(slot, from, to);
+    out.blocks.advance_to(total(moved.blocks));
+    out.bytes.advance_to(total(moved.bytes));
+    out.transfers.advance_to(total(moved.transfers));
+  };
   if (m.tier(Tier::G2).present) {
-    for (auto [slot, from, to, copies] :
-         {std::tuple{&s.g1_to_g2, "G1", "G2", &m.g1_to_g2}, std::tuple{&s.g2_to_g1, "G2", "G1", &m.g2_to_g1}}) {
-      Series::TransferSeries& out = s.transfer(*slot, from, to);
-      out.blocks.advance_to(total(copies->blocks));
-      out.bytes.advance_to(total(copies->bytes));
-      out.transfers.advance_to(total(copies->transfers));
-    }
+    copies(s.g1_to_g2, "G1", "G2", m.g1_to_g2);
+    copies(s.g2_to_g1, "G2", "G1", m.g2_to_g1);
     s.failed_transfers.advance_to(total(m.failed_transfers));
+  }
+  if (m.tier(Tier::G3).present) {
+    copies(s.g2_to_g3, "G2", "G3", m.g2_to_g3);
+    copies(s.g3_to_g2, "G3", "G2", m.g3_to_g2);
   }
   s.queries.advance_to(total(m.query_blocks));
   s.advance_optional(s.operations, "kvtier:allocator_operations_total", "Calls into the G1 manager",

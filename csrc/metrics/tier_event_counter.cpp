@@ -5,7 +5,9 @@
 namespace kvtier::metrics {
 
 void TierEventCounter::publish(const KvEvent& event) {
-  const std::size_t tier = index(event.tier == StorageTier::Device ? Tier::G1 : Tier::G2);
+  const std::size_t tier = index(event.tier == StorageTier::Device       ? Tier::G1
+                                 : event.tier == StorageTier::HostPinned ? Tier::G2
+                                                                         : Tier::G3);
   if (const auto* removed = std::get_if<KvRemoved>(&event.data)) {
     removed_[tier].fetch_add(removed->hashes.size(), std::memory_order_relaxed);
   } else {

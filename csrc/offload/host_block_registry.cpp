@@ -29,8 +29,9 @@ std::vector<std::pair<G2Page, SequenceHash>> HostBlockRegistry::resident_blocks(
 
 bool HostBlockRegistry::is_resident(SequenceHash hash) const { return resident_hashes_.contains(hash.value()); }
 
-std::optional<G2Page> HostBlockRegistry::reserve(g1::TieredBlock block, std::vector<SequenceHash>& evicted) {
+std::optional<G2Page> HostBlockRegistry::reserve(g1::TieredBlock block, std::optional<Eviction>& evicted) {
   KVTIER_ASSERT(!contains(block.plh), "a block is reserved in G2 twice");
+  evicted.reset();
   G2Page page;
   if (!free_.empty()) {
     page = free_.back();
@@ -39,7 +40,7 @@ std::optional<G2Page> HostBlockRegistry::reserve(g1::TieredBlock block, std::vec
     const auto victim = policy_->evict();
     if (!victim) return std::nullopt;
     page = G2Page(victim->value());  // the policy holds G2 pages by index
-    evicted.push_back(pages_[page.value()].block.hash);
+    evicted = Eviction{.block = pages_[page.value()].block, .checksum = pages_[page.value()].checksum};
     forget(page);
   }
   Page& p = pages_[page.value()];

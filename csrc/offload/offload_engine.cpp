@@ -30,17 +30,24 @@ constexpr double kBytesPerMsPerGbps = 1e6;
 
 }  // namespace
 
-OffloadEngine::OffloadEngine(memory::Runtime& runtime, memory::KvPool& g1_pool, OffloadConfig config)
+OffloadEngine::OffloadEngine(memory::Runtime& runtime, memory::KvPool& g1_pool, OffloadConfig config,
+                             std::unique_ptr<tiers::LowerTier> lower)
     : runtime_(runtime),
       g1_pool_(g1_pool),
       config_(config),
       host_pool_(make_host_pool(runtime, g1_pool, config_, allocation_seconds_)),
       registry_(config.host_blocks, g1::EvictionBackend::Lineage),
+      lower_(std::move(lower)),
       offload_stream_(runtime.create_stream()),
       onboard_stream_(runtime.create_priority_stream()),
       offload_link_(config.link_gbps * kBytesPerMsPerGbps),
       onboard_link_(config.link_gbps * kBytesPerMsPerGbps) {
   const std::size_t page_bytes = g1_pool.layout().page_bytes();
+  if (lower_ && lower_->page_bytes() != page_bytes) {
+    throw ConfigError("the tier below G2 holds pages of " + std::to_string(lower_->page_bytes()) +
+                      " bytes, G2 pages of " + std::to_string(page_bytes));
+  }
+  if (lower_) promoted_pages_.assign(config_.host_blocks, false);
   const std::uint32_t ring = config_.staging_pages.value_or(
       runtime.kind() == memory::RuntimeKind::Cuda && page_bytes < config_.staging_below_bytes
           ? static_cast<std::uint32_t>(std::clamp<std::size_t>((std::size_t{64} << 20) / page_bytes, 2, 4096))
@@ -67,6 +74,16 @@ void OffloadEngine::bind(KvEventPublisher& publisher, g1::G1Backend backend) {
   registry_ = HostBlockRegistry(
       config_.host_blocks, backend == g1::G1Backend::Kvbm ? g1::EvictionBackend::Lineage : g1::EvictionBackend::Lru);
   publisher_ = &publisher;
+  if (!lower_) return;
+  // What the lower tier recovered at open is announced, so a router's view
+  // of it starts whole and a later Removed names a block it was told of.
+  for (const g1::TieredBlock& block : lower_->resident_blocks()) publish_stored(lower_->medium(), block);
+}
+
+void OffloadEngine::publish_stored(StorageTier tier, const g1::TieredBlock& block) {
+  KvStored stored{.parent = block.parent, .blocks = {{block.hash, block.local}}, .token_ids = std::nullopt};
+  if (block.token_ids) stored.token_ids.emplace().append(*block.token_ids);
+  publisher_->publish_stored(tier, std::move(stored));
 }
 
 double OffloadEngine::now_ms() const {
@@ -103,6 +120,7 @@ void OffloadEngine::submit(std::uint64_t id, Transfer& transfer) {
   }
   stream.record(transfer.done);
   transfer.started = true;
+  transfer.submitted = true;
   (out ? offload_link_ : onboard_link_).start(id, transfer.started_ms, static_cast<double>(transfer.bytes));
 }
 
@@ -133,7 +151,7 @@ g1::SwapOutTicket OffloadEngine::swap_out(std::span<const g1::EvictedBlock> vict
   std::vector<G2Page> targets;
   for (const g1::EvictedBlock& victim : victims) {
     if (registry_.contains(victim.block.plh)) continue;  // presence filter: resident or landing already
-    const auto page = registry_.reserve(victim.block, evicted);
+    const auto page = reserve_page(victim.block, evicted);
     if (!page) continue;  // no room in G2: the block is simply gone
     sources.push_back(victim.page);
     targets.push_back(*page);
@@ -171,6 +189,11 @@ g1::SwapOutTicket OffloadEngine::swap_out(std::span<const g1::EvictedBlock> vict
 
 g1::TransferState OffloadEngine::settle(std::uint64_t id, Transfer& transfer, bool wait) {
   if (transfer.state != g1::TransferState::Pending || !transfer.started) return transfer.state;
+  if (!transfer.submitted) {  // a swap-in whose lower-tier reads have not all ended
+    if (!wait) return transfer.state;
+    wait_lower(id, transfer);
+    if (!transfer.submitted) return transfer.state;
+  }
   if (wait) {
     try {
       transfer.done.synchronize();
@@ -220,6 +243,10 @@ std::uint64_t OffloadEngine::checksum(G2Page page) const {
 
 g1::TierProgress OffloadEngine::poll(bool wait) {
   g1::TierProgress progress;
+  if (lower_) {
+    apply_lower(lower_->poll(wait));
+    for (auto& [id, transfer] : transfers_) issue_lower_reads(id, transfer);
+  }
   for (auto it = transfers_.begin(); it != transfers_.end();) {
     Transfer& transfer = it->second;
     const g1::TransferState state = settle(it->first, transfer, wait);
@@ -242,9 +269,7 @@ g1::TierProgress OffloadEngine::poll(bool wait) {
       }
       const g1::TieredBlock block = registry_.block(page);
       if (!registry_.land(page, config_.verify_swaps ? checksum(page) : 0)) continue;
-      KvStored stored{.parent = block.parent, .blocks = {{block.hash, block.local}}, .token_ids = std::nullopt};
-      if (block.token_ids) stored.token_ids.emplace().append(*block.token_ids);
-      publisher_->publish_stored(StorageTier::HostPinned, std::move(stored));
+      publish_stored(StorageTier::HostPinned, block);
     }
     progress.released.insert(progress.released.end(), transfer.g1_pages.begin(), transfer.g1_pages.end());
     it = transfers_.erase(it);
@@ -266,29 +291,57 @@ g1::SwapInCopy OffloadEngine::prepare_swap_in(std::span<const PositionalLineageH
   KVTIER_EXPECTS(publisher_ != nullptr, "the offload engine is not attached to a manager");
   g1::SwapInCopy copy;
   std::vector<G2Page> sources;
+  std::vector<bool> pinned;
+  std::vector<std::size_t> lower_positions;
+  std::vector<SequenceHash> evicted;
   for (const PositionalLineageHash& plh : plhs) {
-    const auto page = registry_.resident_page(plh);
-    if (!page) break;
-    if (config_.verify_swaps && checksum(*page) != registry_.checksum(*page)) {
-      ++verify_failures_;
-      if (!registry_.pinned(*page)) {  // another swap-in reading it keeps it until it ends
-        const SequenceHash hash = registry_.block(*page).hash;
-        registry_.drop(*page);
-        publisher_->publish_removed(StorageTier::HostPinned, KvRemoved{{hash}});
+    if (const auto page = registry_.resident_page(plh)) {
+      if (config_.verify_swaps && checksum(*page) != registry_.checksum(*page)) {
+        ++verify_failures_;
+        if (!registry_.pinned(*page)) {  // another swap-in reading it keeps it until it ends
+          const SequenceHash hash = registry_.block(*page).hash;
+          registry_.drop(*page);
+          publisher_->publish_removed(StorageTier::HostPinned, KvRemoved{{hash}});
+        }
+        break;  // the request recomputes from here
       }
-      break;  // the request recomputes from here
+      registry_.pin(*page);  // now: a page reserved below for a lower-tier block must not evict it
+      if (lower_ && promoted_pages_[page->value()]) {
+        promoted_pages_[page->value()] = false;
+        ++copy.from_lower;
+      }
+      sources.push_back(*page);
+      pinned.push_back(true);
+      copy.blocks.push_back(registry_.block(*page));
+      continue;
     }
+    // Only the tier below holds it: it lands in a G2 page first (G3 -> G2 -> G1).
+    if (!lower_ || registry_.contains(plh)) break;
+    const auto block = lower_->find(plh);
+    if (!block) break;
+    const auto page = reserve_page(*block, evicted);
+    if (!page) break;
+    lower_positions.push_back(sources.size());
     sources.push_back(*page);
-    copy.blocks.push_back(registry_.block(*page));
+    pinned.push_back(false);  // pinned when its read lands
+    copy.blocks.push_back(*block);
   }
+  if (!evicted.empty()) publisher_->publish_removed(StorageTier::HostPinned, KvRemoved{std::move(evicted)});
   if (sources.empty()) return copy;
-  for (const G2Page page : sources) registry_.pin(page);
   copy.transfer = next_transfer_++;
-  transfers_.emplace(copy.transfer, Transfer{.direction = Direction::SwapIn,
-                                             .g1_pages = {},
-                                             .g2_pages = std::move(sources),
-                                             .done = runtime_.create_event(),
-                                             .started = false});
+  copy.from_lower += lower_positions.size();
+  Transfer& transfer = transfers_
+                           .emplace(copy.transfer, Transfer{.direction = Direction::SwapIn,
+                                                            .g1_pages = {},
+                                                            .g2_pages = std::move(sources),
+                                                            .done = runtime_.create_event(),
+                                                            .started = false,
+                                                            .submitted = false,
+                                                            .pinned = std::move(pinned),
+                                                            .lower_unissued = lower_positions,
+                                                            .lower_pending = lower_positions.size()})
+                           .first->second;
+  if (transfer.lower_pending > 0) issue_lower_reads(copy.transfer, transfer);
   return copy;
 }
 
@@ -297,6 +350,11 @@ void OffloadEngine::start_swap_in(std::uint64_t transfer, std::span<const PageId
   KVTIER_EXPECTS(!t.started, "swap-in " + std::to_string(transfer) + " was started already");
   KVTIER_EXPECTS(g1_pages.size() == t.g2_pages.size(), "a swap-in needs one G1 page per block");
   t.g1_pages.assign(g1_pages.begin(), g1_pages.end());
+  if (t.lower_pending > 0 || t.lower_failed) {  // the copy waits for its lower-tier reads
+    t.started = true;
+    if (t.lower_pending == 0) lower_settled(transfer, t);
+    return;
+  }
   try {
     submit(transfer, t);
   } catch (...) {
@@ -318,7 +376,7 @@ const OffloadEngine::Transfer& OffloadEngine::swap_in(std::uint64_t transfer) co
 
 g1::TransferState OffloadEngine::swap_in_state(std::uint64_t transfer) const {
   const Transfer& t = swap_in(transfer);
-  if (t.state != g1::TransferState::Pending || !t.started) return t.state;
+  if (t.state != g1::TransferState::Pending || !t.started || !t.submitted) return t.state;
   switch (t.done.status()) {
     case memory::EventStatus::Pending:
       return g1::TransferState::Pending;
@@ -338,7 +396,15 @@ void OffloadEngine::finish_swap_in(std::uint64_t transfer) {
   Transfer& t = swap_in(transfer);
   KVTIER_EXPECTS(!t.started || settle(transfer, t, false) != g1::TransferState::Pending,
                  "a swap-in is finished while it copies");
-  for (const G2Page page : t.g2_pages) registry_.unpin(page);
+  for (std::size_t i = 0; i < t.g2_pages.size(); ++i) {
+    if (t.pinned[i]) registry_.unpin(t.g2_pages[i]);
+  }
+  // Its lower-tier blocks not yet read: nothing writes their Landing pages.
+  for (const std::size_t position : t.lower_unissued) registry_.drop(t.g2_pages[position]);
+  // Those being read land unowned when the read ends (a page is never freed under I/O).
+  for (auto& [read, load] : lower_loads_) {
+    if (load.transfer == transfer) load.transfer = 0;
+  }
   transfers_.erase(transfer);
 }
 

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "kvtier/session/disk_tier_factory.hpp"
+
 namespace kvtier::session {
 
 PageMemory::PageMemory(std::unique_ptr<memory::Runtime> runtime, const KvLayout& layout)
@@ -30,11 +32,16 @@ void Session::build(memory::Runtime* borrowed) {
     memory_ = std::make_shared<PageMemory>(memory::make_runtime(config_.device), layout);
   }
   if (config_.host_blocks != 0) {
+    std::unique_ptr<tiers::LowerTier> disk;
+    if (config_.disk) {  // G2 pages are page-major whatever G1's layout: so are G3's
+      disk = open_disk_tier(*config_.disk, KvLayout(layout.geometry(), PageLayout::PageMajor, 1));
+    }
     engine_ = std::make_shared<offload::OffloadEngine>(
         runtime(), pool(),
         offload::OffloadConfig{.host_blocks = config_.host_blocks,
                                .batch_blocks = config_.offload_batch.value_or(offload::OffloadConfig{}.batch_blocks),
-                               .verify_swaps = config_.verify_swaps});
+                               .verify_swaps = config_.verify_swaps},
+        std::move(disk));
     manager->attach_offload_engine(engine_);
   }
   manager_ = std::move(manager);

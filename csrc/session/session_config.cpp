@@ -22,6 +22,12 @@ void SessionConfig::validate() const {
   if (host_blocks == 0 && (offload_batch || verify_swaps)) {
     throw ConfigError("offload_batch and verify_swaps need the offload tier (host_blocks > 0)");
   }
+  if (disk) {
+    if (host_blocks == 0) throw ConfigError("the disk tier (G3) sits under G2: it needs host_blocks > 0");
+    if (disk->path.empty()) throw ConfigError("the disk tier needs a directory (disk_path)");
+    if (disk->blocks == 0) throw ConfigError("the disk tier needs disk_blocks > 0");
+    if (disk->queue_depth == 0 || disk->queue_depth > 4096) throw ConfigError("disk_queue_depth must be in 1..4096");
+  }
 }
 
 KvLayout SessionConfig::kv_layout() const {

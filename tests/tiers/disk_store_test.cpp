@@ -58,13 +58,13 @@ class DiskStoreTest : public ::testing::Test {
     if (evicted) *evicted = gone;
   }
   /// Reads block n back; true when it verified and its bytes are its own.
-  bool read_back(DiskStore& store, std::uint64_t n, DiskStore::Progress* out = nullptr) {
+  bool read_back(DiskStore& store, std::uint64_t n, LowerTierProgress* out = nullptr) {
     std::vector<std::byte> page(store.geometry().payload_bytes);
     const std::vector<PositionalLineageHash> plhs{block(n).plh};
     std::byte* const pages[] = {page.data()};
     const auto id = store.read(plhs, pages);
     EXPECT_TRUE(id.has_value());
-    DiskStore::Progress progress = store.poll(true);
+    LowerTierProgress progress = store.poll(true);
     EXPECT_EQ(progress.reads.size(), 1U);
     const bool ok = !progress.reads.empty() && progress.reads[0].ok[0];
     if (out) *out = progress;
@@ -82,7 +82,7 @@ TEST_F(DiskStoreTest, AWriteIsVisibleOnlyOnceItCompleted) {
   EXPECT_TRUE(store.contains(block(1).plh));   // the presence filter sees it
   EXPECT_EQ(store.resident_prefix(plhs), 0U);  // but it is not served yet
   EXPECT_EQ(store.write(block(1), page, evicted), DiskStore::WriteStart::Present);
-  const DiskStore::Progress progress = store.poll(true);
+  const LowerTierProgress progress = store.poll(true);
   ASSERT_EQ(progress.stored.size(), 1U);
   EXPECT_EQ(progress.stored[0].hash, block(1).hash);
   EXPECT_EQ(store.resident_prefix(plhs), 1U);
@@ -149,7 +149,7 @@ TEST_F(DiskStoreTest, ADamagedSlotIsNeverServedAndIsDropped) {
   ::close(fd);
   DiskStore store(config(4), layout());
   ASSERT_EQ(store.used(), 2U);  // the header still verifies: found at restart
-  DiskStore::Progress progress;
+  LowerTierProgress progress;
   EXPECT_FALSE(read_back(store, 2, &progress));
   ASSERT_EQ(progress.dropped.size(), 1U);
   EXPECT_EQ(progress.dropped[0], block(2).hash);

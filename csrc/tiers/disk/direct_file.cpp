@@ -1,12 +1,15 @@
 #include "kvtier/tiers/disk/direct_file.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "kvtier/core/errors.hpp"
@@ -18,6 +21,21 @@ DirectFile::DirectFile(const std::filesystem::path& path) {
   direct_ = fd_ >= 0;
   if (fd_ < 0 && errno == EINVAL) fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);  // no O_DIRECT here
   if (fd_ < 0) throw ConfigError("cannot open " + path.string() + ": " + std::strerror(errno));
+  // One writer per file: two processes on one tier would overwrite each other's
+  // slots. A process killed with I/O in flight keeps its lock until the kernel
+  // has torn its io_uring down (asynchronously, milliseconds): wait up to a second.
+  int locked = ::flock(fd_, LOCK_EX | LOCK_NB);
+  for (int tries = 0; locked != 0 && errno == EWOULDBLOCK && tries < 100; ++tries) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    locked = ::flock(fd_, LOCK_EX | LOCK_NB);
+  }
+  if (locked != 0) {
+    const int error = errno;
+    ::close(fd_);
+    throw ConfigError(path.string() + (error == EWOULDBLOCK
+                                           ? " is in use by another kvtier process"
+                                           : std::string(" cannot be locked: ") + std::strerror(error)));
+  }
 }
 
 DirectFile::DirectFile(DirectFile&& other) noexcept : fd_(std::exchange(other.fd_, -1)), direct_(other.direct_) {}

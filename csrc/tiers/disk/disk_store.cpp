@@ -1,6 +1,7 @@
 #include "kvtier/tiers/disk/disk_store.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -19,6 +20,7 @@ DiskStore::DiskStore(const DiskStoreConfig& config, const KvLayout& layout)
       queue_(config.queue_depth),
       slots_(config.slots) {
   if (config.slots == 0) throw ConfigError("the disk tier needs at least one slot");
+  if (config.queue_depth == 0) throw ConfigError("the disk tier needs a queue depth of at least one");
   recovered_ = scan_slots(file_, geometry_, config.slots, fingerprint_, queue_);
   if (recovered_.other_layout > 0) {
     if (!config.reformat) {
@@ -49,9 +51,69 @@ DiskStore::DiskStore(const DiskStoreConfig& config, const KvLayout& layout)
     if (slots_[s].state == State::Free) free_.push_back(s);  // slot 0 is taken first
   }
   next_generation_ = recovered_.newest_generation + 1;
-  buffers_.reset(static_cast<std::byte*>(std::aligned_alloc(kRecordAlignment, queue_.depth() * geometry_.slot_bytes)));
+  const std::size_t buffers = std::size_t{queue_.depth()} + config.backlog;
+  buffers_.reset(static_cast<std::byte*>(std::aligned_alloc(kRecordAlignment, buffers * geometry_.slot_bytes)));
   if (!buffers_) throw AllocationError("cannot allocate the disk tier's I/O buffers");
-  for (std::uint32_t b = queue_.depth(); b-- > 0;) free_buffers_.push_back(b);
+  for (auto b = static_cast<std::uint32_t>(buffers); b-- > 0;) free_buffers_.push_back(b);
+  read_reserve_ = std::max<std::size_t>(1, buffers / 4);
+}
+
+void DiskStore::BusyClock::start() {
+  if (in_flight++ == 0) since = std::chrono::steady_clock::now();
+}
+
+void DiskStore::BusyClock::stop() {
+  if (--in_flight == 0) seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+LowerTierStats DiskStore::stats() const {
+  LowerTierStats stats = stats_;
+  const auto now = std::chrono::steady_clock::now();
+  const auto open = [&](const BusyClock& clock) {
+    return clock.seconds + (clock.in_flight > 0 ? std::chrono::duration<double>(now - clock.since).count() : 0.0);
+  };
+  stats.write_busy_s = open(write_clock_);
+  stats.read_busy_s = open(read_clock_);
+  return stats;
+}
+
+std::optional<g1::TieredBlock> DiskStore::find(const PositionalLineageHash& plh) const {
+  const auto it = index_.find(plh);
+  if (it == index_.end() || slots_[it->second].state != State::Resident) return std::nullopt;
+  return slots_[it->second].block;
+}
+
+std::vector<g1::TieredBlock> DiskStore::resident_blocks() const {
+  std::vector<g1::TieredBlock> blocks;
+  for (const Slot& slot : slots_) {
+    if (slot.state == State::Resident && slot.pins > 0) blocks.push_back(slot.block);  // being read: most recent
+  }
+  std::vector<g1::TieredBlock> ordered;
+  ordered.reserve(lru_.size() + blocks.size());
+  for (const std::uint32_t slot : lru_) ordered.push_back(slots_[slot].block);
+  ordered.insert(ordered.end(), blocks.begin(), blocks.end());
+  return ordered;
+}
+
+void DiskStore::issue(std::uint64_t tag) {
+  const Operation& op = operations_.at(tag);
+  (op.phase == Phase::Read ? read_clock_ : write_clock_).start();
+  (op.phase == Phase::Read ? waiting_reads_ : waiting_writes_).push_back(tag);
+  pump();
+}
+
+void DiskStore::pump() {
+  while (!queue_.full() && (!waiting_reads_.empty() || !waiting_writes_.empty())) {
+    std::deque<std::uint64_t>& waiting = waiting_reads_.empty() ? waiting_writes_ : waiting_reads_;
+    const std::uint64_t tag = waiting.front();
+    waiting.pop_front();
+    const Operation& op = operations_.at(tag);
+    const std::span<std::byte> bytes(buffer(op.buffer),
+                                     op.phase == Phase::Header ? geometry_.header_bytes : geometry_.slot_bytes);
+    const bool queued = op.phase == Phase::Read ? queue_.read(file_.fd(), bytes, geometry_.offset(op.slot), tag)
+                                                : queue_.write(file_.fd(), bytes, geometry_.offset(op.slot), tag);
+    KVTIER_ASSERT(queued, "the I/O queue refused an operation it had room for");
+  }
 }
 
 DiskStore::~DiskStore() {
@@ -80,12 +142,15 @@ void DiskStore::free_slot(std::uint32_t slot) {
   free_.push_back(slot);
 }
 
-DiskStore::WriteStart DiskStore::write(const g1::TieredBlock& block, std::span<const std::byte> payload,
+LowerTier::WriteStart DiskStore::write(const g1::TieredBlock& block, std::span<const std::byte> payload,
                                        std::vector<SequenceHash>& evicted) {
   KVTIER_EXPECTS(payload.size() == geometry_.payload_bytes, "a disk tier write takes one page of ",
                  geometry_.payload_bytes, " bytes, not ", payload.size());
   if (contains(block.plh)) return WriteStart::Present;
-  if (free_buffers_.empty() || queue_.full() || (free_.empty() && lru_.empty())) return WriteStart::NoRoom;
+  if (free_buffers_.size() <= read_reserve_ || (free_.empty() && lru_.empty())) {
+    ++stats_.writes_refused;
+    return WriteStart::NoRoom;
+  }
   std::uint32_t slot;
   if (!free_.empty()) {
     slot = free_.back();
@@ -112,19 +177,15 @@ DiskStore::WriteStart DiskStore::write(const g1::TieredBlock& block, std::span<c
   index_.emplace(block.plh, slot);
   const std::uint64_t tag = next_tag_++;
   operations_.emplace(tag, Operation{.phase = Phase::Payload, .slot = slot, .buffer = b});
-  const bool queued = queue_.write(file_.fd(), bytes, geometry_.offset(slot), tag);
-  KVTIER_ASSERT(queued, "the I/O queue refused a write it had room for");
+  issue(tag);
   return WriteStart::Started;
 }
 
 std::optional<std::uint64_t> DiskStore::read(std::span<const PositionalLineageHash> plhs,
                                              std::span<std::byte* const> pages) {
   KVTIER_EXPECTS(plhs.size() == pages.size(), "a disk tier read needs one page per block");
-  KVTIER_EXPECTS(plhs.size() <= queue_.depth(), "a disk tier read of ", plhs.size(), " blocks exceeds the queue depth ",
-                 queue_.depth());
   KVTIER_EXPECTS(resident_prefix(plhs) == plhs.size(), "a disk tier read of blocks that are not resident");
-  if (plhs.empty()) return std::nullopt;
-  if (free_buffers_.size() < plhs.size() || queue_.depth() - queue_.in_flight() < plhs.size()) return std::nullopt;
+  if (plhs.empty() || free_buffers_.size() < plhs.size()) return std::nullopt;
   const std::uint64_t id = next_read_++;
   PendingRead& pending = reads_[id];
   pending.remaining = plhs.size();
@@ -140,19 +201,36 @@ std::optional<std::uint64_t> DiskStore::read(std::span<const PositionalLineageHa
     const std::uint64_t tag = next_tag_++;
     operations_.emplace(
         tag, Operation{.phase = Phase::Read, .slot = slot, .buffer = b, .read = id, .position = i, .page = pages[i]});
-    const bool queued =
-        queue_.read(file_.fd(), std::span<std::byte>(buffer(b), geometry_.slot_bytes), geometry_.offset(slot), tag);
-    KVTIER_ASSERT(queued, "the I/O queue refused a read it had room for");
+    issue(tag);
   }
   queue_.submit();
   return id;
 }
 
-void DiskStore::finish(const IoQueue::Completion& completion, Progress& progress) {
-  const auto it = operations_.find(completion.tag);
+void DiskStore::inject_faults(const DiskFaults& faults) {
+  KVTIER_EXPECTS(faults.write_errno > 0, "an injected write failure needs an errno");
+  faults_ = faults;
+}
+
+std::int64_t DiskStore::faulted(Phase phase, std::int64_t result) {
+  const auto due = [](std::uint64_t& countdown) { return countdown != 0 && --countdown == 0; };
+  if (phase == Phase::Payload && due(faults_.fail_write)) return -faults_.write_errno;
+  if (phase == Phase::Read) {
+    const bool fail = due(faults_.fail_read);
+    const bool cut = due(faults_.short_read);
+    if (fail) return -EIO;
+    if (cut && result > 0) return result / 2;
+  }
+  return result;
+}
+
+void DiskStore::finish(const IoQueue::Completion& real, LowerTierProgress& progress) {
+  const auto it = operations_.find(real.tag);
   KVTIER_ASSERT(it != operations_.end(), "an I/O completion of no operation");
   const Operation op = it->second;
   operations_.erase(it);
+  (op.phase == Phase::Read ? read_clock_ : write_clock_).stop();
+  const IoQueue::Completion completion{.tag = real.tag, .result = faulted(op.phase, real.result)};
   Slot& s = slots_[op.slot];
   if (op.phase == Phase::Payload) {
     if (completion.result != static_cast<std::int64_t>(geometry_.slot_bytes)) {  // failed (ENOSPC, EIO) or short
@@ -167,8 +245,7 @@ void DiskStore::finish(const IoQueue::Completion& completion, Progress& progress
                         bytes.subspan(geometry_.header_bytes, geometry_.payload_bytes));
     const std::uint64_t tag = next_tag_++;
     operations_.emplace(tag, Operation{.phase = Phase::Header, .slot = op.slot, .buffer = op.buffer});
-    const bool queued = queue_.write(file_.fd(), bytes.first(geometry_.header_bytes), geometry_.offset(op.slot), tag);
-    KVTIER_ASSERT(queued, "the I/O queue refused a header write in the room its payload write left");
+    issue(tag);
     return;
   }
   free_buffers_.push_back(op.buffer);
@@ -220,11 +297,14 @@ void DiskStore::finish(const IoQueue::Completion& completion, Progress& progress
   }
 }
 
-DiskStore::Progress DiskStore::poll(bool wait) {
-  Progress progress;
+LowerTierProgress DiskStore::poll(bool wait) {
+  LowerTierProgress progress;
+  pump();
   for (const IoQueue::Completion& c : queue_.reap()) finish(c, progress);
+  pump();
   while (wait && queue_.in_flight() > 0) {
     for (const IoQueue::Completion& c : queue_.wait()) finish(c, progress);
+    pump();
   }
   return progress;
 }

@@ -9,8 +9,9 @@
 
 namespace kvtier {
 
-/// Router storage tier of an event: G1 device memory or G2 pinned host memory.
-enum class StorageTier : std::uint8_t { Device, HostPinned };
+/// Router storage tier of an event: G1 device memory, G2 pinned host memory
+/// or G3 local disk.
+enum class StorageTier : std::uint8_t { Device, HostPinned, Disk };
 
 struct StoredBlock {
   SequenceHash hash;

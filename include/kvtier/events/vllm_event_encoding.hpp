@@ -32,8 +32,17 @@ struct VllmWireFormat {
   VllmEventEncoding encoding = VllmEventEncoding::Map;
   std::string device_medium = "GPU";       // G1
   std::string host_medium = "CPU_PINNED";  // G2 (pinned host memory)
+  std::string disk_medium = "DISK";        // G3 (local disk): vLLM's and Dynamo's name
   const std::string& medium(StorageTier tier) const noexcept {
-    return tier == StorageTier::Device ? device_medium : host_medium;
+    switch (tier) {
+      case StorageTier::Device:
+        return device_medium;
+      case StorageTier::HostPinned:
+        return host_medium;
+      case StorageTier::Disk:
+        break;
+    }
+    return disk_medium;
   }
 };
 

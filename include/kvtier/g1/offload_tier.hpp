@@ -62,6 +62,8 @@ enum class TransferState : std::uint8_t { Pending, Complete, Failed };
 struct SwapInCopy {
   std::uint64_t transfer = 0;
   std::vector<TieredBlock> blocks;
+  /// Of them, blocks that come from a tier below G2 (read into G2 first).
+  std::size_t from_lower = 0;
 };
 
 struct TierStats {
@@ -95,6 +97,9 @@ class OffloadTier {
   /// Pins the longest run of `plhs`, from the first, resident in the tier
   /// (with integrity checking, up to the first block that fails it), so no
   /// eviction can take them while G1 makes room. No blocks: nothing pinned.
+  /// A tier with a tier below it also starts reading the run's blocks that
+  /// only that tier holds; the swap-in copies once they arrived, and fails
+  /// when one of them does not verify.
   virtual SwapInCopy prepare_swap_in(std::span<const PositionalLineageHash> plhs) = 0;
   /// Copies the prepared blocks into `g1_pages` (one page per block).
   virtual void start_swap_in(std::uint64_t transfer, std::span<const PageId> g1_pages) = 0;

@@ -15,20 +15,20 @@
 
 namespace kvtier::metrics {
 
-enum class Tier : std::uint8_t { G1, G2 };
-inline constexpr std::array<Tier, 2> kTiers{Tier::G1, Tier::G2};
-/// "G1" or "G2": the `tier` label.
+enum class Tier : std::uint8_t { G1, G2, G3 };
+inline constexpr std::array<Tier, 3> kTiers{Tier::G1, Tier::G2, Tier::G3};
+/// "G1", "G2" or "G3": the `tier` label.
 const char* tier_label(Tier tier) noexcept;
 
 struct TierMetrics {
-  bool present = false;  // G2 only when an offload tier is attached
+  bool present = false;  // G2 only when an offload tier is attached, G3 when a disk tier is under it
   std::size_t capacity_blocks = 0;
   std::size_t used_blocks = 0;          // G1: held by requests; G2: resident or landing
   std::size_t cached_blocks = 0;        // G1: inactive (reusable, evictable); G2: resident or landing
   std::uint64_t hit_blocks = 0;         // prompt blocks found here after missing every tier above
   std::uint64_t stored_blocks = 0;      // Stored events
   std::uint64_t evicted_blocks = 0;     // Removed events: the tier's last copy left
-  std::uint64_t checksum_failures = 0;  // G2: a block whose XXH3 no longer matched (verify_swaps)
+  std::uint64_t checksum_failures = 0;  // G2: a block whose XXH3 no longer matched (verify_swaps); G3: every read
 };
 
 /// Completed copies of one direction (the offload engine's count).
@@ -43,6 +43,8 @@ struct KvMetrics {
   std::uint64_t query_blocks = 0;  // full prompt blocks asked for at a request's first admission
   TransferMetrics g1_to_g2;
   TransferMetrics g2_to_g1;
+  TransferMetrics g2_to_g3;            // blocks written into G3 (demoted from G2)
+  TransferMetrics g3_to_g2;            // blocks read from G3, verified
   std::uint64_t failed_transfers = 0;  // copies that failed: their blocks were dropped, not served
   // Counted by the front doors that do it (the replay), absent elsewhere.
   std::optional<std::uint64_t> allocator_operations;

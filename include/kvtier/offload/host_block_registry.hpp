@@ -30,10 +30,15 @@ class HostBlockRegistry {
   std::optional<G2Page> resident_page(const PositionalLineageHash& plh) const;
   bool is_resident(SequenceHash hash) const;
 
+  /// A resident block the eviction policy took to make room; its page still
+  /// holds its bytes until the caller writes the page.
+  struct Eviction {
+    g1::TieredBlock block;
+    std::uint64_t checksum = 0;
+  };
   /// A page for `block` to land in: a free one, else the eviction policy's
-  /// victim (its hash is appended to `evicted`); nullopt when every page is
-  /// landing or pinned.
-  std::optional<G2Page> reserve(g1::TieredBlock block, std::vector<SequenceHash>& evicted);
+  /// victim (set in `evicted`); nullopt when every page is landing or pinned.
+  std::optional<G2Page> reserve(g1::TieredBlock block, std::optional<Eviction>& evicted);
   /// The landing copy completed: the page becomes resident and evictable.
   /// false (the page is freed instead) when the eviction pool refuses it.
   bool land(G2Page page, std::uint64_t checksum);

@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "kvtier/g1/offload_tier.hpp"
@@ -12,6 +13,7 @@
 #include "kvtier/memory/runtime.hpp"
 #include "kvtier/offload/host_block_registry.hpp"
 #include "kvtier/offload/processor_sharing_link.hpp"
+#include "kvtier/tiers/lower_tier.hpp"
 
 namespace kvtier::offload {
 
@@ -47,16 +49,30 @@ struct CopyUsage {
   double gbps() const { return busy_ms > 0.0 ? static_cast<double>(bytes) / busy_ms / 1e6 : 0.0; }
 };
 
+/// Blocks that moved between G2 and the tier below it (G3).
+struct LowerTierUsage {
+  std::uint64_t demoted = 0;            // G2 evictions whose write into the lower tier started
+  std::uint64_t demotions_skipped = 0;  // held there already (written once)
+  std::uint64_t demotions_refused = 0;  // no room for the write: the block was lost
+  std::uint64_t promoted = 0;           // blocks read back into G2 for a swap-in, verified
+  std::uint64_t promotions_failed = 0;  // reads that failed or did not verify: the request recomputes
+};
+
 /// The G2 tier under a G1 backend, with real copies (docs/offload.md):
 /// swap-outs run on the offload stream, swap-ins on the onboard stream, each
 /// transfer one batched copy submission followed by one event. Single-threaded:
 /// the manager's thread calls every method; the streams do the copying.
+/// With a lower tier (G3, docs/disk.md), a block G2 evicts is demoted into it
+/// from its pinned G2 page, and a swap-in of a block only it holds reads the
+/// block into a G2 page first (G3 -> pinned G2 -> G1).
 class OffloadEngine final : public g1::OffloadTier {
  public:
   /// Allocates the G2 slab (pinned host memory, one contiguous chunk per
-  /// block); throws ConfigError for an impossible configuration and the
-  /// runtime's error when the allocation fails. `g1_pool` must outlive the engine.
-  OffloadEngine(memory::Runtime& runtime, memory::KvPool& g1_pool, OffloadConfig config);
+  /// block); throws ConfigError for an impossible configuration (a lower
+  /// tier of another page size included) and the runtime's error when the
+  /// allocation fails. `g1_pool` must outlive the engine.
+  OffloadEngine(memory::Runtime& runtime, memory::KvPool& g1_pool, OffloadConfig config,
+                std::unique_ptr<tiers::LowerTier> lower = nullptr);
   /// Waits for every copy still running: none may outlive the pages it touches.
   ~OffloadEngine() override;
   OffloadEngine(const OffloadEngine&) = delete;
@@ -95,6 +111,10 @@ class OffloadEngine final : public g1::OffloadTier {
   /// Fails the Nth copy batch this engine submits from now (1 = the next);
   /// HostRuntime only: ContractError on CUDA.
   void inject_copy_fault(std::uint64_t nth);
+  /// The tier below G2; nullptr without one.
+  const tiers::LowerTier* lower_tier() const noexcept { return lower_.get(); }
+  tiers::LowerTier* lower_tier() noexcept { return lower_.get(); }
+  const LowerTierUsage& lower_usage() const noexcept { return lower_usage_; }
 
  private:
   enum class Direction : std::uint8_t { SwapOut, SwapIn };
@@ -107,7 +127,20 @@ class OffloadEngine final : public g1::OffloadTier {
     double started_ms = 0.0;
     g1::TransferState state = g1::TransferState::Pending;
     bool started = true;    // a prepared swap-in waits for its G1 pages
+    bool submitted = true;  // its copy was enqueued (a swap-in waits for its lower-tier reads too)
     bool reported = false;  // a swap-in's end was listed by poll already
+    // A swap-in's blocks read from the lower tier into Landing G2 pages first.
+    std::vector<bool> pinned{};                 // per G2 page: pinned by this swap-in
+    std::vector<std::size_t> lower_unissued{};  // positions whose read waits for room
+    std::size_t lower_pending = 0;              // positions not yet read (issued or not)
+    bool lower_failed = false;
+  };
+  /// A read of the lower tier into a swap-in's G2 pages; an abandoned
+  /// swap-in's reads (transfer 0) still land when they end.
+  struct LowerLoad {
+    std::uint64_t transfer = 0;
+    std::vector<G2Page> pages;
+    std::vector<std::size_t> positions;
   };
 
   double now_ms() const;
@@ -124,6 +157,20 @@ class OffloadEngine final : public g1::OffloadTier {
   std::uint64_t checksum(G2Page page) const;
   Transfer& swap_in(std::uint64_t transfer);
   const Transfer& swap_in(std::uint64_t transfer) const;
+  void publish_stored(StorageTier tier, const g1::TieredBlock& block);
+  /// Offers a block G2 evicted from `page` (still holding its bytes) to the lower tier.
+  void demote(G2Page page, const HostBlockRegistry::Eviction& evicted);
+  /// Reserves a G2 page for `block` (demoting what it evicts); nullopt when none is free.
+  std::optional<G2Page> reserve_page(const g1::TieredBlock& block, std::vector<SequenceHash>& removed);
+  /// Issues the transfer's waiting lower-tier reads while the tier has room.
+  void issue_lower_reads(std::uint64_t id, Transfer& transfer);
+  /// Applies what the lower tier finished: its events, and reads landing in G2.
+  void apply_lower(tiers::LowerTierProgress progress);
+  void land_lower_read(const tiers::LowerRead& read);
+  /// The swap-in's lower-tier blocks all ended: its copy starts, or it fails.
+  void lower_settled(std::uint64_t id, Transfer& transfer);
+  /// Drives the lower tier until the swap-in's reads all ended.
+  void wait_lower(std::uint64_t id, Transfer& transfer);
 
   memory::Runtime& runtime_;
   memory::KvPool& g1_pool_;
@@ -131,6 +178,14 @@ class OffloadEngine final : public g1::OffloadTier {
   double allocation_seconds_ = 0.0;
   memory::KvPool host_pool_;
   HostBlockRegistry registry_;
+  // Declared after the G2 slab: it is closed (its reads landed) before the slab goes.
+  std::unique_ptr<tiers::LowerTier> lower_;
+  std::unordered_map<std::uint64_t, LowerLoad> lower_loads_;  // by the lower tier's read id
+  // G2 pages that came up from the lower tier and no swap-in has taken yet:
+  // a swap-in retried after its first try was abandoned still counts them as
+  // lower-tier hits.
+  std::vector<bool> promoted_pages_;
+  LowerTierUsage lower_usage_;
   memory::Stream offload_stream_;
   memory::Stream onboard_stream_;  // its own stream: a swap-in never queues behind swap-outs
   // One ring per stream: stream order keeps a ring's next gather behind its last copy out.

@@ -2,6 +2,7 @@
 // Every setting of a kvtier session, and the one set of defaults that the
 // script's init, Python's Manager and `kvtier replay` share.
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -13,6 +14,17 @@
 #include "kvtier/memory/runtime_factory.hpp"
 
 namespace kvtier::session {
+
+/// A G3 disk tier under G2 (docs/disk.md).
+struct DiskTierSettings {
+  /// A directory (created when missing); the tier is its file kDiskTierFile.
+  std::filesystem::path path;
+  std::uint32_t blocks = 0;  // capacity in blocks (> 0)
+  unsigned queue_depth = 32;
+  /// Discard a tier of another layout found there (otherwise a ConfigError).
+  bool reformat = false;
+};
+inline constexpr const char* kDiskTierFile = "kvtier-g3.slots";
 
 /// The defaults (docs/architecture.md, "Sessions"): the native backend with
 /// prefix caching, 4096 G1 pages of 16 tokens, 2 layers x 2 KV heads x 64
@@ -30,6 +42,8 @@ struct SessionConfig {
   std::optional<std::uint32_t> offload_batch{};
   /// Checksum each block landing in G2 and check it before it comes back.
   bool verify_swaps = false;
+  /// A G3 disk tier under G2 (needs host_blocks > 0 and a build with liburing).
+  std::optional<DiskTierSettings> disk{};
   /// Listeners of the manager's KV events, besides the session's own counter.
   std::vector<std::shared_ptr<KvEventSink>> event_sinks{};
 

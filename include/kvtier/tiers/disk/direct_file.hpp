@@ -8,8 +8,9 @@ namespace kvtier::tiers::disk {
 
 class DirectFile {
  public:
-  /// Opens `path` for reading and writing, creating it. ConfigError if it
-  /// cannot be opened at all.
+  /// Opens `path` for reading and writing, creating it, and locks it
+  /// (flock): ConfigError if it cannot be opened at all or another open
+  /// file holds it (another process's tier).
   explicit DirectFile(const std::filesystem::path& path);
   DirectFile(const DirectFile&) = delete;
   DirectFile& operator=(const DirectFile&) = delete;

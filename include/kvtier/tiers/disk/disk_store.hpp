@@ -11,9 +11,13 @@
 // leaves each slot as its old record, as no record, or as a header whose
 // checksum fails — never a header that vouches for bytes not on disk.
 //   Resident -> pinned while reads use it; evictable (LRU) when not
+#include <cerrno>
+#include <chrono>
 #include <cstdint>
+#include <deque>
 #include <filesystem>
 #include <list>
+#include <memory>
 #include <optional>
 #include <span>
 #include <unordered_map>
@@ -24,6 +28,7 @@
 #include "kvtier/tiers/disk/direct_file.hpp"
 #include "kvtier/tiers/disk/io_queue.hpp"
 #include "kvtier/tiers/disk/slot_scan.hpp"
+#include "kvtier/tiers/lower_tier.hpp"
 
 namespace kvtier::tiers::disk {
 
@@ -31,22 +36,25 @@ struct DiskStoreConfig {
   std::filesystem::path file;  // created when missing
   std::uint32_t slots = 0;     // the tier's capacity in blocks
   unsigned queue_depth = 32;   // I/O operations in flight
+  /// Blocks whose I/O may wait for room in the queue, beyond the queue depth
+  /// (each holds one slot's aligned buffer): a burst of demotions is queued,
+  /// not refused. A quarter of the buffers is kept for reads.
+  unsigned backlog = 32;
   /// Discard what the file holds when it is another layout's (otherwise a ConfigError).
   bool reformat = false;
 };
 
-struct DiskStoreStats {
-  std::uint64_t blocks_written = 0;
-  std::uint64_t blocks_read = 0;
-  std::uint64_t bytes_written = 0;
-  std::uint64_t bytes_read = 0;
-  std::uint64_t write_failures = 0;     // failed or short writes: the block never became visible
-  std::uint64_t read_failures = 0;      // failed or short reads
-  std::uint64_t checksum_failures = 0;  // reads whose header or payload did not verify
-  std::uint64_t evictions = 0;
+/// Faults a test or the script injects: the Nth operation of a kind that
+/// completes from now (1 = the next; 0 = none) reports the given failure
+/// instead of its real result, as the kernel would.
+struct DiskFaults {
+  std::uint64_t fail_write = 0;  // a block's payload write fails with write_errno
+  int write_errno = ENOSPC;      // a full disk
+  std::uint64_t fail_read = 0;   // a block read fails with EIO
+  std::uint64_t short_read = 0;  // a block read comes back with half its bytes
 };
 
-class DiskStore {
+class DiskStore final : public LowerTier {
  public:
   /// Opens the store and recovers what its file holds. ConfigError: the file
   /// cannot be opened or sized, io_uring is unavailable, or the file holds
@@ -55,50 +63,37 @@ class DiskStore {
   DiskStore(const DiskStore&) = delete;
   DiskStore& operator=(const DiskStore&) = delete;
   /// Waits for the I/O in flight (its buffers are the store's).
-  ~DiskStore();
+  ~DiskStore() override;
 
-  std::uint32_t capacity() const noexcept { return static_cast<std::uint32_t>(slots_.size()); }
+  StorageTier medium() const noexcept override { return StorageTier::Disk; }
+  std::size_t page_bytes() const noexcept override { return geometry_.payload_bytes; }
+  std::uint32_t capacity() const noexcept override { return static_cast<std::uint32_t>(slots_.size()); }
   /// Writing or resident slots.
-  std::size_t used() const noexcept { return slots_.size() - free_.size(); }
+  std::size_t used() const noexcept override { return slots_.size() - free_.size(); }
   bool direct_io() const noexcept { return file_.direct(); }
   const SlotGeometry& geometry() const noexcept { return geometry_; }
   /// What the file held when the store was opened.
   const SlotScan& recovered() const noexcept { return recovered_; }
-  const DiskStoreStats& stats() const noexcept { return stats_; }
+  LowerTierStats stats() const override;
 
-  /// Resident or being written: the presence filter of a demotion.
-  bool contains(const PositionalLineageHash& plh) const { return index_.contains(plh); }
+  bool contains(const PositionalLineageHash& plh) const override { return index_.contains(plh); }
+  std::optional<g1::TieredBlock> find(const PositionalLineageHash& plh) const override;
   /// The length of the longest run of `plhs`, from the first, resident here.
   std::size_t resident_prefix(std::span<const PositionalLineageHash> plhs) const;
+  std::vector<g1::TieredBlock> resident_blocks() const override;
 
-  enum class WriteStart : std::uint8_t { Started, Present, NoRoom };
-  /// Starts writing `block` with `payload` (one page, copied: the caller's
-  /// page is free when this returns) into a free slot, or the LRU victim's
-  /// (its sequence hash is appended to `evicted`). NoRoom: every slot is
-  /// being written or read, or the I/O queue is full; nothing changed.
+  /// Starts writing `block` into a free slot, or the LRU victim's. NoRoom:
+  /// every slot is being written or read, or every write buffer is taken.
   /// Queued writes are submitted together by the next poll or read.
   WriteStart write(const g1::TieredBlock& block, std::span<const std::byte> payload,
-                   std::vector<SequenceHash>& evicted);
-
-  /// Starts reading the resident blocks `plhs` (at most the queue depth, all
-  /// resident: ContractError otherwise) into `pages` (one page each, valid
-  /// until the read is reported). nullopt when the queue has no room now.
-  std::optional<std::uint64_t> read(std::span<const PositionalLineageHash> plhs, std::span<std::byte* const> pages);
-
-  struct ReadDone {
-    std::uint64_t id = 0;
-    /// Per block: its page holds its verified bytes. A block that did not
-    /// verify was dropped from the store (its hash is in Progress::dropped).
-    std::vector<bool> ok;
-    std::vector<g1::TieredBlock> blocks;
-  };
-  struct Progress {
-    std::vector<g1::TieredBlock> stored;  // writes that became visible
-    std::vector<SequenceHash> dropped;    // blocks removed because a read did not verify
-    std::vector<ReadDone> reads;          // reads whose every block ended
-  };
-  /// Collects the I/O that ended; with `wait`, every operation in flight.
-  Progress poll(bool wait);
+                   std::vector<SequenceHash>& evicted) override;
+  std::size_t read_room() const noexcept override { return free_buffers_.size(); }
+  /// Reads every slot whole into an aligned buffer and copies the payload to
+  /// its page only once the header and payload checksums verified.
+  std::optional<std::uint64_t> read(std::span<const PositionalLineageHash> plhs,
+                                    std::span<std::byte* const> pages) override;
+  LowerTierProgress poll(bool wait) override;
+  void inject_faults(const DiskFaults& faults);
 
  private:
   enum class State : std::uint8_t { Free, Writing, Resident };
@@ -119,14 +114,28 @@ class DiskStore {
     std::byte* page = nullptr;  // where a read's payload goes
   };
   struct PendingRead {
-    ReadDone done;
+    LowerRead done;
     std::size_t remaining = 0;
+  };
+  /// Wall time with at least one operation of a kind in flight.
+  struct BusyClock {
+    std::size_t in_flight = 0;
+    std::chrono::steady_clock::time_point since{};
+    double seconds = 0.0;
+    void start();
+    void stop();
   };
 
   std::byte* buffer(std::uint32_t b) const noexcept { return buffers_.get() + std::size_t{b} * geometry_.slot_bytes; }
   void make_evictable(std::uint32_t slot);
   void free_slot(std::uint32_t slot);
-  void finish(const IoQueue::Completion& completion, Progress& progress);
+  /// Hands the operation to the I/O queue, or to the backlog when it is full.
+  void issue(std::uint64_t tag);
+  /// Moves backlogged operations into the queue while it has room (reads first).
+  void pump();
+  void finish(const IoQueue::Completion& real, LowerTierProgress& progress);
+  /// The result an injected fault turns `result` into.
+  std::int64_t faulted(Phase phase, std::int64_t result);
 
   struct AlignedFree {
     void operator()(std::byte* p) const noexcept;
@@ -141,14 +150,20 @@ class DiskStore {
   std::vector<std::uint32_t> free_;
   std::list<std::uint32_t> lru_;  // evictable resident slots, least recently used first
   std::unordered_map<PositionalLineageHash, std::uint32_t> index_;
-  std::unique_ptr<std::byte[], AlignedFree> buffers_;  // one slot's bytes per operation in flight
+  std::unique_ptr<std::byte[], AlignedFree> buffers_;  // one slot's bytes per operation in flight or backlogged
   std::vector<std::uint32_t> free_buffers_;
+  std::size_t read_reserve_ = 1;                             // buffers a write leaves for reads
   std::unordered_map<std::uint64_t, Operation> operations_;  // by tag
+  std::deque<std::uint64_t> waiting_reads_;                  // tags the queue had no room for
+  std::deque<std::uint64_t> waiting_writes_;
   std::unordered_map<std::uint64_t, PendingRead> reads_;
   std::uint64_t next_tag_ = 1;
   std::uint64_t next_read_ = 1;
   std::uint64_t next_generation_ = 1;
-  DiskStoreStats stats_;
+  LowerTierStats stats_;
+  DiskFaults faults_;  // counted down as operations complete
+  BusyClock write_clock_;
+  BusyClock read_clock_;
 };
 
 }  // namespace kvtier::tiers::disk

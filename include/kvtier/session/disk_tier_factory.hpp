@@ -1,0 +1,26 @@
+#pragma once
+// Opens the G3 disk tier a session asks for: the one place that knows
+// whether kvtier was built with liburing.
+#include <memory>
+
+#include "kvtier/core/kv_layout.hpp"
+#include "kvtier/session/session_config.hpp"
+#include "kvtier/tiers/lower_tier.hpp"
+
+namespace kvtier::session {
+
+/// True when this build has the io_uring disk tier.
+bool disk_tier_available() noexcept;
+
+/// The disk tier in `settings.path` for G2 pages of `g2_layout`'s geometry:
+/// the directory is created when missing; the file's blocks are recovered.
+/// ConfigError: a build without liburing, a directory that cannot be made,
+/// a file in use by another process, another layout's blocks (without
+/// reformat). When the file system refuses O_DIRECT the tier uses buffered
+/// I/O and says so once on stderr.
+std::unique_ptr<tiers::LowerTier> open_disk_tier(const DiskTierSettings& settings, const KvLayout& g2_layout);
+
+/// Whether a disk tier uses O_DIRECT (false for buffered I/O or another tier).
+bool disk_tier_direct_io(const tiers::LowerTier& tier) noexcept;
+
+}  // namespace kvtier::session

@@ -1,0 +1,92 @@
+#pragma once
+// The seam below G2 (docs/architecture.md, "The lower-tier seam"): a tier
+// that keeps blocks G2 evicted and hands them back into pinned G2 pages. The
+// offload engine drives it from the manager's thread; its I/O runs
+// asynchronously and is collected by poll. Every implementation keeps the
+// same rules: a block is visible only once its write completed, a read
+// serves only bytes that verified, a page handed to a read is written only
+// by that read's completion, and a failure is a miss, never an exception.
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "kvtier/core/block_hash.hpp"
+#include "kvtier/core/kv_event.hpp"
+#include "kvtier/core/lineage_hash.hpp"
+#include "kvtier/g1/offload_tier.hpp"
+
+namespace kvtier::tiers {
+
+/// Counters of a lower tier since it was opened.
+struct LowerTierStats {
+  std::uint64_t blocks_written = 0;
+  std::uint64_t blocks_read = 0;
+  std::uint64_t bytes_written = 0;
+  std::uint64_t bytes_read = 0;
+  std::uint64_t write_failures = 0;     // failed or short writes: the block never became visible
+  std::uint64_t read_failures = 0;      // failed or short reads
+  std::uint64_t checksum_failures = 0;  // reads whose header or payload did not verify
+  std::uint64_t evictions = 0;
+  std::uint64_t writes_refused = 0;  // writes turned away for want of room (the block was not kept)
+  /// Wall time during which at least one write (read) was in flight, seen at
+  /// poll time: an upper bound, so bytes / busy time is a floor on bandwidth.
+  double write_busy_s = 0.0;
+  double read_busy_s = 0.0;
+};
+
+/// A read whose every block ended.
+struct LowerRead {
+  std::uint64_t id = 0;
+  /// Per block: its page holds the block's verified bytes. A block that did
+  /// not verify was dropped from the tier (its hash is in `dropped`).
+  std::vector<bool> ok;
+  std::vector<g1::TieredBlock> blocks;
+};
+
+/// What one poll collected.
+struct LowerTierProgress {
+  std::vector<g1::TieredBlock> stored;  // writes that became visible
+  std::vector<SequenceHash> dropped;    // blocks removed because a read did not verify
+  std::vector<LowerRead> reads;
+};
+
+class LowerTier {
+ public:
+  virtual ~LowerTier() = default;
+
+  /// The medium its KV events name (Disk for G3).
+  virtual StorageTier medium() const noexcept = 0;
+  /// The bytes of one block: one page of the G2 layout.
+  virtual std::size_t page_bytes() const noexcept = 0;
+  virtual std::uint32_t capacity() const noexcept = 0;
+  /// Resident blocks and blocks being written.
+  virtual std::size_t used() const noexcept = 0;
+  /// Resident or being written: the presence filter of a demotion.
+  virtual bool contains(const PositionalLineageHash& plh) const = 0;
+  /// The block `plh` names when it is resident (readable now).
+  virtual std::optional<g1::TieredBlock> find(const PositionalLineageHash& plh) const = 0;
+  /// Every resident block, least recently used first.
+  virtual std::vector<g1::TieredBlock> resident_blocks() const = 0;
+
+  enum class WriteStart : std::uint8_t { Started, Present, NoRoom };
+  /// Starts writing `block` with `payload` (one page, copied before this
+  /// returns), evicting the least recently used block when full (its hash
+  /// is appended to `evicted`). NoRoom: nothing changed.
+  virtual WriteStart write(const g1::TieredBlock& block, std::span<const std::byte> payload,
+                           std::vector<SequenceHash>& evicted) = 0;
+  /// Blocks one read can take now.
+  virtual std::size_t read_room() const noexcept = 0;
+  /// Starts reading the resident blocks `plhs` (at most read_room()) into
+  /// `pages`, each valid until the read is reported; they are pinned in the
+  /// tier until then. nullopt when there is no room now.
+  virtual std::optional<std::uint64_t> read(std::span<const PositionalLineageHash> plhs,
+                                            std::span<std::byte* const> pages) = 0;
+  /// Collects the I/O that ended; with `wait`, every operation in flight.
+  virtual LowerTierProgress poll(bool wait) = 0;
+
+  virtual LowerTierStats stats() const = 0;
+};
+
+}  // namespace kvtier::tiers
