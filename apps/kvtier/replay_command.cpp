@@ -8,6 +8,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 #include <string>
 
 #include "kv_events_options.hpp"
@@ -36,6 +37,11 @@ struct ReplayOptions {
   std::uint32_t capacity = kSession.manager.capacity;
   double capacity_fraction = 0.0;  // > 0: this fraction of the device's free memory, instead of --capacity
   std::uint32_t host_blocks = kSession.host_blocks;
+  std::string disk_path;  // empty: no G3
+  std::uint32_t disk_blocks = 0;
+  unsigned disk_queue_depth = session::DiskTierSettings{}.queue_depth;
+  unsigned disk_backlog = session::DiskTierSettings{}.backlog;
+  bool disk_reformat = false;
   std::uint32_t block_size = kSession.manager.block_size;
   std::string layout = page_layout_name(kSession.layout);
   std::string dtype = dtype_name(kSession.geometry.dtype);
@@ -96,6 +102,9 @@ nlohmann::ordered_json report_json(const replay::ReplayReport& r, const replay::
   out["backend"] = g1::backend_name(config.session.manager.backend);
   out["capacity"] = config.session.manager.capacity;
   out["host_blocks"] = config.session.host_blocks;
+  out["disk_path"] = config.session.disk ? nlohmann::ordered_json(config.session.disk->path.string())
+                                         : nlohmann::ordered_json(nullptr);
+  out["disk_blocks"] = config.session.disk ? config.session.disk->blocks : 0;
   out["block_size"] = config.session.manager.block_size;
   out["requests"] = r.requests;
   out["prompt_tokens"] = r.prompt_tokens;
@@ -106,6 +115,8 @@ nlohmann::ordered_json report_json(const replay::ReplayReport& r, const replay::
   out["g2_hit_blocks"] = r.g2_hit_blocks;
   out["g1_hit_rate"] = r.g1_hit_rate();
   out["g2_hit_rate"] = r.g2_hit_rate();
+  out["g3_hit_blocks"] = r.g3_hit_blocks;
+  out["g3_hit_rate"] = r.g3_hit_rate();
   out["preemptions"] = r.preemptions;
   out["evictions"] = r.evictions;
   out["swap_outs"] = r.swap_outs;
@@ -115,6 +126,16 @@ nlohmann::ordered_json report_json(const replay::ReplayReport& r, const replay::
   out["swap_out_GBps"] = r.swap_out_gbps;
   out["swap_in_GBps"] = r.swap_in_gbps;
   out["failed_copies"] = r.failed_copies;
+  out["g3_recovered_blocks"] = r.g3_recovered_blocks;
+  out["g3_blocks_written"] = r.g3_blocks_written;
+  out["g3_blocks_read"] = r.g3_blocks_read;
+  out["g3_bytes_written"] = r.g3_bytes_written;
+  out["g3_bytes_read"] = r.g3_bytes_read;
+  out["g3_write_GBps"] = r.g3_write_gbps;
+  out["g3_read_GBps"] = r.g3_read_gbps;
+  out["g3_checksum_failures"] = r.g3_checksum_failures;
+  out["g3_io_failures"] = r.g3_io_failures;
+  out["g3_demotions_refused"] = r.g3_demotions_refused;
   out["allocator_ops"] = r.allocator_ops;
   out["kv_tokens_written"] = r.kv_tokens_written;
   out["kv_bytes_written"] = r.kv_bytes_written;
@@ -127,25 +148,47 @@ nlohmann::ordered_json report_json(const replay::ReplayReport& r, const replay::
   return out;
 }
 
+/// The G3 lines of the report; empty without a disk tier.
+std::string disk_lines(const nlohmann::ordered_json& j) {
+  if (j["disk_blocks"].get<std::uint32_t>() == 0) return "";
+  std::ostringstream out;
+  out << "G3 disk:       " << j["g3_recovered_blocks"] << " blocks found at start, " << j["g3_blocks_written"]
+      << " written (" << j["g3_bytes_written"] << " bytes, " << j["g3_write_GBps"].get<double>() << " GB/s), "
+      << j["g3_blocks_read"] << " read and verified (" << j["g3_bytes_read"] << " bytes, "
+      << j["g3_read_GBps"].get<double>() << " GB/s)\n"
+      << "G3 faults:     " << j["g3_checksum_failures"] << " checksum failures, " << j["g3_io_failures"]
+      << " I/O failures, " << j["g3_demotions_refused"] << " demotions refused for room\n";
+  return out.str();
+}
+
 void print_report(const nlohmann::ordered_json& j) {
   const double wall = j["wall_seconds"].get<double>();
   const auto per_second = [&](double n) { return wall > 0 ? n / wall : 0.0; };
   std::cout << "kvtier replay: " << j["workload"].get<std::string>() << " on " << j["runtime"].get<std::string>()
             << ", " << j["backend"].get<std::string>() << " backend, " << j["capacity"] << " G1 pages"
-            << (j["host_blocks"].get<std::uint32_t>() > 0 ? ", " + j["host_blocks"].dump() + " G2 pages" : "") << "\n"
+            << (j["host_blocks"].get<std::uint32_t>() > 0 ? ", " + j["host_blocks"].dump() + " G2 pages" : "")
+            << (j["disk_blocks"].get<std::uint32_t>() > 0
+                    ? ", " + j["disk_blocks"].dump() + " G3 blocks in " + j["disk_path"].get<std::string>()
+                    : "")
+            << "\n"
             << "requests:      " << j["requests"] << " (" << j["prompt_tokens"] << " prompt tokens, "
             << j["generated_tokens"] << " generated) in " << j["steps"] << " steps, "
             << j["virtual_ms"].get<double>() / 1000.0 << " s of virtual time\n"
             << "prefix hits:   G1 " << j["g1_hit_blocks"] << " of " << j["prompt_blocks"] << " prompt blocks ("
             << 100.0 * j["g1_hit_rate"].get<double>() << "%), G2 " << j["g2_hit_blocks"] << " ("
-            << 100.0 * j["g2_hit_rate"].get<double>() << "%)\n"
+            << 100.0 * j["g2_hit_rate"].get<double>() << "%)"
+            << (j["disk_blocks"].get<std::uint32_t>() > 0
+                    ? ", G3 " + j["g3_hit_blocks"].dump() + " (" +
+                          std::to_string(100.0 * j["g3_hit_rate"].get<double>()) + "%)"
+                    : "")
+            << "\n"
             << "G1:            " << j["evictions"] << " evictions, " << j["preemptions"] << " preemptions\n"
             << "offload:       " << j["swap_outs"] << " blocks out (" << j["swap_out_bytes"] << " bytes), "
             << j["swap_ins"] << " back in (" << j["swap_in_bytes"] << " bytes), " << j["failed_copies"]
             << " failed copies; achieved " << j["swap_out_GBps"].get<double>() << " GB/s out, "
             << j["swap_in_GBps"].get<double>() << " GB/s in (floors: copy ends are seen at polls)\n"
-            << "K/V writes:    " << j["kv_tokens_written"] << " tokens through write_kv (" << j["kv_bytes_written"]
-            << " bytes)\n"
+            << disk_lines(j) << "K/V writes:    " << j["kv_tokens_written"] << " tokens through write_kv ("
+            << j["kv_bytes_written"] << " bytes)\n"
             << "allocator:     " << j["allocator_ops"] << " operations, "
             << per_second(j["allocator_ops"].get<double>())
             << " per second of wall time (page writes and checks included)\n"
@@ -201,6 +244,15 @@ int run(const ReplayOptions& o) {
                                        .tokens_per_block = o.block_size};
   config.session.layout = parse_page_layout(o.layout);
   config.session.host_blocks = o.host_blocks;
+  if (!o.disk_path.empty()) {
+    config.session.disk = session::DiskTierSettings{.path = o.disk_path,
+                                                    .blocks = o.disk_blocks,
+                                                    .queue_depth = o.disk_queue_depth,
+                                                    .backlog = o.disk_backlog,
+                                                    .reformat = o.disk_reformat};
+  } else if (o.disk_blocks > 0 || o.disk_reformat) {
+    throw ConfigError("--disk-blocks and --disk-reformat need --disk-path");
+  }
   config.max_running = o.max_running;
   config.token_budget = o.token_budget;
   config.output_tokens = o.output_tokens;
@@ -229,6 +281,7 @@ int run(const ReplayOptions& o) {
     if (!o.kv_events.endpoint.empty()) throw ConfigError("--kv-events publishes one replay, not a --sweep-capacity");
     if (o.metrics.port || !o.metrics.file.empty())
       throw ConfigError("--metrics-* report one replay, not a --sweep-capacity");
+    if (config.session.disk) throw ConfigError("--disk-path keeps blocks between replays: not with --sweep-capacity");
     return run_sweep(o, config, *runtime, requests, workload);
   }
   const auto kv_events = open_kv_events(o.kv_events, config.session.manager.block_size, config.session.manager.dp_rank);
@@ -279,6 +332,14 @@ void add_replay_command(CLI::App& app, int& exit_code) {
           ->excludes(capacity);
   cmd->add_option("--host-blocks", o->host_blocks, "G2 pages of pinned host memory (0: no offload tier)")
       ->capture_default_str();
+  cmd->add_option("--disk-path", o->disk_path,
+                  "a directory for the G3 disk tier under G2 (kept between runs: a later replay hits it)")
+      ->check(non_empty());
+  cmd->add_option("--disk-blocks", o->disk_blocks, "G3 capacity in blocks (with --disk-path)");
+  cmd->add_option("--disk-queue-depth", o->disk_queue_depth, "G3 I/O operations in flight")->capture_default_str();
+  cmd->add_option("--disk-backlog", o->disk_backlog, "G3 writes that may wait for the queue (a slot's buffer each)")
+      ->capture_default_str();
+  cmd->add_flag("--disk-reformat", o->disk_reformat, "discard a G3 tier of another layout found in --disk-path");
   cmd->add_option("--block-size", o->block_size, "tokens per block (divides 512)")->capture_default_str();
   cmd->add_option("--layout", o->layout, "page-major | layer-major")->capture_default_str();
   cmd->add_option("--dtype", o->dtype, "bf16 | fp16 | fp32 | fp8")->capture_default_str();

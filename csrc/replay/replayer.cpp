@@ -58,6 +58,9 @@ class Replay {
     session_ = std::make_unique<session::Session>(runtime, config.session);
     manager_ = &session_->manager();
     engine_ = session_->engine();
+    if (engine_ != nullptr && engine_->lower_tier() != nullptr) {
+      report_.g3_recovered_blocks = engine_->lower_tier()->used();  // what an earlier process left
+    }
     writer_ = std::make_unique<TokenKvWriter>(session_->pool(), config.token_budget);
     if (config.copy_fault_one_in > 0 && (engine_ == nullptr || runtime.faults() == nullptr)) {
       throw ConfigError("copy faults need the offload tier on the host runtime");
@@ -95,6 +98,7 @@ class Replay {
       report_.failed_copies = engine_->stats().failed_transfers;
       report_.swap_out_gbps = engine_->swap_out_usage().gbps();
       report_.swap_in_gbps = engine_->swap_in_usage().gbps();
+      if (const tiers::LowerTier* disk = engine_->lower_tier()) read_disk(*disk);
     }
     report_.virtual_ms = now_;
     report_.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -103,12 +107,29 @@ class Replay {
   }
 
  private:
+  void read_disk(const tiers::LowerTier& disk) {
+    const tiers::LowerTierStats io = disk.stats();
+    report_.g3_blocks_written = io.blocks_written;
+    report_.g3_blocks_read = io.blocks_read;
+    report_.g3_bytes_written = io.bytes_written;
+    report_.g3_bytes_read = io.bytes_read;
+    const auto gbps = [](std::uint64_t bytes, double seconds) {
+      return seconds > 0.0 ? static_cast<double>(bytes) / seconds / 1e9 : 0.0;
+    };
+    report_.g3_write_gbps = gbps(io.bytes_written, io.write_busy_s);
+    report_.g3_read_gbps = gbps(io.bytes_read, io.read_busy_s);
+    report_.g3_checksum_failures = io.checksum_failures;
+    report_.g3_io_failures = io.read_failures + io.write_failures;
+    report_.g3_demotions_refused = engine_->lower_usage().demotions_refused;
+  }
+
   /// The tiers now and the report's counters so far.
   metrics::KvMetrics kv_metrics() const {
     metrics::KvMetrics m = session_->tier_metrics();
     m.query_blocks = report_.prompt_blocks;
     m.tier(metrics::Tier::G1).hit_blocks = report_.g1_hit_blocks;
     m.tier(metrics::Tier::G2).hit_blocks = report_.g2_hit_blocks;
+    m.tier(metrics::Tier::G3).hit_blocks = report_.g3_hit_blocks;
     m.allocator_operations = report_.allocator_ops;
     m.pages_verified = report_.pages_verified;
     m.verify_mismatches = report_.mismatches;
@@ -238,9 +259,11 @@ class Replay {
       const std::size_t hits = admission.cached_blocks;
       if (!r.admitted_before) {  // hit rates count a request's first admission
         report_.prompt_blocks += r.prompt_length / bs;
-        const std::size_t from_g2 = std::min(admission.swapped_in, hits);
-        report_.g2_hit_blocks += from_g2;
-        report_.g1_hit_blocks += hits - from_g2;
+        const std::size_t swapped = std::min(admission.swapped_in, hits);
+        const std::size_t from_g3 = std::min(admission.swapped_in_from_lower, swapped);
+        report_.g3_hit_blocks += from_g3;
+        report_.g2_hit_blocks += swapped - from_g3;
+        report_.g1_hit_blocks += hits - swapped;
         r.admitted_before = true;
       }
       verify_reused(r, hits);

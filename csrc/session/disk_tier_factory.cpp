@@ -25,7 +25,7 @@ std::unique_ptr<tiers::LowerTier> open_disk_tier(const DiskTierSettings& setting
       std::make_unique<tiers::disk::DiskStore>(tiers::disk::DiskStoreConfig{.file = settings.path / kDiskTierFile,
                                                                             .slots = settings.blocks,
                                                                             .queue_depth = settings.queue_depth,
-                                                                            .backlog = settings.queue_depth,
+                                                                            .backlog = settings.backlog,
                                                                             .reformat = settings.reformat},
                                                g2_layout);
   static std::atomic<bool> said{false};

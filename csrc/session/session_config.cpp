@@ -27,6 +27,7 @@ void SessionConfig::validate() const {
     if (disk->path.empty()) throw ConfigError("the disk tier needs a directory (disk_path)");
     if (disk->blocks == 0) throw ConfigError("the disk tier needs disk_blocks > 0");
     if (disk->queue_depth == 0 || disk->queue_depth > 4096) throw ConfigError("disk_queue_depth must be in 1..4096");
+    if (disk->backlog > 65536) throw ConfigError("disk_backlog must be at most 65536 blocks");
   }
 }
 

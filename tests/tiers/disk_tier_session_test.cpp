@@ -42,7 +42,8 @@ class DiskTierSession : public ::testing::TestWithParam<g1::G1Backend> {
     c.geometry = KvGeometry{.layers = 2, .kv_heads = 1, .head_dim = 8, .dtype = KvDtype::Fp16};
     c.device = memory::RuntimeChoice::Host;
     c.host_blocks = 4;
-    c.disk = session::DiskTierSettings{.path = dir_, .blocks = disk_blocks, .queue_depth = 4, .reformat = false};
+    c.disk = session::DiskTierSettings{
+        .path = dir_, .blocks = disk_blocks, .queue_depth = 4, .backlog = 4, .reformat = false};
     c.event_sinks.push_back(sink_);
     return c;
   }

@@ -60,7 +60,8 @@ struct ReplayReport {
   std::size_t steps = 0;
   std::size_t prompt_blocks = 0;  // full prompt blocks asked for (first admission of each request)
   std::size_t g1_hit_blocks = 0;
-  std::size_t g2_hit_blocks = 0;
+  std::size_t g2_hit_blocks = 0;  // swapped in from G2 (G3's excluded)
+  std::size_t g3_hit_blocks = 0;  // swapped in from G3, through G2
   std::size_t preemptions = 0;
   std::size_t evictions = 0;  // blocks whose last G1 copy was evicted (Device Removed)
   std::size_t swap_outs = 0;  // blocks that landed in G2
@@ -72,7 +73,18 @@ struct ReplayReport {
   std::size_t kv_tokens_written = 0;  // tokens whose K/V write_kv put into their slots
   std::size_t kv_bytes_written = 0;
   std::size_t failed_copies = 0;  // transfers whose copy failed (their blocks were dropped, not corrupted)
-  std::size_t allocator_ops = 0;  // manager calls made by the replay
+  // The G3 disk tier (all 0 without one).
+  std::size_t g3_recovered_blocks = 0;  // blocks the tier held when the replay started (a restart)
+  std::size_t g3_blocks_written = 0;
+  std::size_t g3_blocks_read = 0;  // read and verified
+  std::size_t g3_bytes_written = 0;
+  std::size_t g3_bytes_read = 0;
+  double g3_write_gbps = 0.0;  // bytes / time with a write in flight (a floor, as the copies')
+  double g3_read_gbps = 0.0;
+  std::size_t g3_checksum_failures = 0;  // reads that did not verify: dropped, the request recomputed
+  std::size_t g3_io_failures = 0;        // failed or short reads and writes
+  std::size_t g3_demotions_refused = 0;  // G2 evictions G3 had no room for at that moment
+  std::size_t allocator_ops = 0;         // manager calls made by the replay
   std::size_t pages_verified = 0;
   std::size_t mismatches = 0;
   std::optional<std::uint32_t> first_bad_page;
@@ -80,6 +92,7 @@ struct ReplayReport {
   double wall_seconds = 0.0;
   double g1_hit_rate() const { return prompt_blocks == 0 ? 0.0 : double(g1_hit_blocks) / double(prompt_blocks); }
   double g2_hit_rate() const { return prompt_blocks == 0 ? 0.0 : double(g2_hit_blocks) / double(prompt_blocks); }
+  double g3_hit_rate() const { return prompt_blocks == 0 ? 0.0 : double(g3_hit_blocks) / double(prompt_blocks); }
 };
 
 /// Throws ConfigError for an impossible configuration (a block size that does

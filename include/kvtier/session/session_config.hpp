@@ -21,6 +21,9 @@ struct DiskTierSettings {
   std::filesystem::path path;
   std::uint32_t blocks = 0;  // capacity in blocks (> 0)
   unsigned queue_depth = 32;
+  /// Blocks whose write may wait for the queue (each holds a slot's buffer):
+  /// a burst of G2 evictions beyond it is not demoted.
+  unsigned backlog = 128;
   /// Discard a tier of another layout found there (otherwise a ConfigError).
   bool reformat = false;
 };
