@@ -1,7 +1,9 @@
 // Many requests with shared prefixes over a G1 far smaller than the working
 // set, with swap-ins, random cancellations and injected copy faults in both
-// directions. Every reused block's bytes are checked when it is reused, and at
-// the end every registered page of G1 and G2 verifies and every count reconciles.
+// directions; with a G3 disk tier under G2, injected disk faults too (a full
+// disk, failed and short reads). Every reused block's bytes are checked when
+// it is reused, and at the end every registered page of G1 and G2, and every
+// block G3 holds, verifies, and every count reconciles.
 #include <gtest/gtest.h>
 
 #include <deque>
@@ -12,6 +14,13 @@
 #include "kvtier/driver/request_driver.hpp"
 #include "kvtier/memory/host_runtime.hpp"
 #include "kvtier/offload/offload_engine.hpp"
+#if KVTIER_WITH_URING
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "kvtier/tiers/disk/disk_store.hpp"
+#endif
 
 namespace kvtier::offload {
 namespace {
@@ -24,6 +33,7 @@ struct StressParams {
   std::uint32_t batch_blocks;
   bool verify_swaps;
   std::uint32_t staging_pages = 0;  // > 0: the small-page path through a ring this large
+  std::uint32_t disk_blocks = 0;    // > 0: a G3 disk tier of this many blocks under G2
 };
 
 std::string stress_name(const ::testing::TestParamInfo<StressParams>& info) {
@@ -32,7 +42,8 @@ std::string stress_name(const ::testing::TestParamInfo<StressParams>& info) {
                                   : std::string("kvbm_") + g1::eviction_backend_name(info.param.eviction);
   return backend + "_g1_" + std::to_string(info.param.capacity) + "_g2_" + std::to_string(info.param.host_blocks) +
          (info.param.verify_swaps ? "_verified" : "") +
-         (info.param.staging_pages > 0 ? "_ring_" + std::to_string(info.param.staging_pages) : "");
+         (info.param.staging_pages > 0 ? "_ring_" + std::to_string(info.param.staging_pages) : "") +
+         (info.param.disk_blocks > 0 ? "_g3_" + std::to_string(info.param.disk_blocks) : "");
 }
 
 class OffloadStress : public ::testing::TestWithParam<StressParams> {
@@ -44,11 +55,26 @@ class OffloadStress : public ::testing::TestWithParam<StressParams> {
     const KvGeometry geometry{
         .layers = 2, .kv_heads = 2, .head_dim = 16, .dtype = KvDtype::Bf16, .tokens_per_block = kBlockSize};
     pool_ = std::make_unique<memory::KvPool>(runtime_, KvLayout(geometry, PageLayout::LayerMajor, p.capacity));
+    std::unique_ptr<tiers::LowerTier> disk;
+    if (p.disk_blocks > 0) {
+#if KVTIER_WITH_URING
+      dir_ = std::filesystem::temp_directory_path() / ("kvtier-stress-g3-" + std::to_string(::getpid()));
+      std::filesystem::create_directories(dir_);
+      auto store = std::make_unique<tiers::disk::DiskStore>(
+          tiers::disk::DiskStoreConfig{.file = dir_ / "g3", .slots = p.disk_blocks, .queue_depth = 4, .backlog = 4},
+          KvLayout(geometry, PageLayout::PageMajor, 1));
+      disk_ = store.get();
+      disk = std::move(store);
+#else
+      GTEST_SKIP() << "built without liburing: no disk tier";
+#endif
+    }
     engine_ = std::make_shared<OffloadEngine>(runtime_, *pool_,
                                               OffloadConfig{.host_blocks = p.host_blocks,
                                                             .batch_blocks = p.batch_blocks,
                                                             .verify_swaps = p.verify_swaps,
-                                                            .staging_pages = p.staging_pages});
+                                                            .staging_pages = p.staging_pages},
+                                              std::move(disk));
     manager_ = std::make_unique<g1::G1Manager>(
         g1::G1ManagerConfig{
             .capacity = p.capacity, .block_size = kBlockSize, .backend = p.backend, .eviction = p.eviction},
@@ -149,6 +175,35 @@ class OffloadStress : public ::testing::TestWithParam<StressParams> {
     FAIL() << "request " << request.owner.value() << " was never admitted";
   }
 
+  void TearDown() override {
+    manager_.reset();
+    engine_.reset();
+#if KVTIER_WITH_URING
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+#endif
+  }
+
+#if KVTIER_WITH_URING
+  /// Every block G3 holds reads back, verified, as its block's pattern.
+  void expect_disk_blocks_verify() {
+    const std::vector<g1::TieredBlock> held = disk_->resident_blocks();
+    memory::KvPool scratch(runtime_, KvLayout(engine_->host_pool().layout().geometry(), PageLayout::PageMajor, 1));
+    for (const g1::TieredBlock& block : held) {
+      std::byte* const page[] = {scratch.chunk_address(PageId(0), 0)};
+      const auto read = disk_->read(std::span(&block.plh, 1), page);
+      ASSERT_TRUE(read.has_value());
+      const tiers::LowerTierProgress progress = disk_->poll(true);
+      ASSERT_EQ(progress.reads.size(), 1U);
+      EXPECT_TRUE(progress.reads.front().ok.front()) << "G3 block " << block.hash.value() << " did not verify";
+      const std::vector<PageId> pages{PageId(0)};
+      const std::vector<std::uint64_t> ids{block.hash.value()};
+      EXPECT_TRUE(scratch.find_pattern_mismatches(pages, ids).empty()) << "G3 block " << block.hash.value();
+    }
+  }
+  std::filesystem::path dir_;
+  tiers::disk::DiskStore* disk_ = nullptr;  // the engine's
+#endif
+
   memory::HostRuntime runtime_;
   std::unique_ptr<memory::KvPool> pool_;
   std::shared_ptr<OffloadEngine> engine_;
@@ -163,6 +218,22 @@ TEST_P(OffloadStress, EveryPageVerifiesAndEveryCountReconciles) {
   constexpr int kRequests = 600;
   for (int r = 1; r <= kRequests; ++r) {
     if (rng() % 16 == 0) engine_->inject_copy_fault(1 + rng() % 3);
+#if KVTIER_WITH_URING
+    if (disk_ != nullptr && rng() % 24 == 0) {
+      const std::uint64_t nth = 1 + rng() % 3;
+      switch (rng() % 3) {
+        case 0:
+          disk_->inject_faults({.fail_write = nth});
+          break;
+        case 1:
+          disk_->inject_faults({.fail_read = nth});
+          break;
+        default:
+          disk_->inject_faults({.short_read = nth});
+          break;
+      }
+    }
+#endif
     Live request{g1::OwnerId(static_cast<std::uint64_t>(r)),
                  ActiveSequence(prompt(rng), ActiveSequenceConfig{.block_size = kBlockSize, .max_output_tokens = 4})};
     swap_in(request.sequence, rng);
@@ -219,6 +290,32 @@ TEST_P(OffloadStress, EveryPageVerifiesAndEveryCountReconciles) {
   for (const auto& [page, hash] : engine_->resident_blocks()) resident.insert(hash.value());
   EXPECT_EQ(host, resident);
 
+#if KVTIER_WITH_URING
+  if (disk_ != nullptr) {
+    // Disk events tell exactly what G3 holds; every block it holds verifies.
+    std::set<std::uint64_t> on_disk;
+    for (const KvEvent& event : sink_->events()) {
+      if (event.tier != StorageTier::Disk) continue;
+      if (const auto* stored = std::get_if<KvStored>(&event.data)) {
+        for (const auto& block : stored->blocks) EXPECT_TRUE(on_disk.insert(block.hash.value()).second);
+      } else {
+        for (const SequenceHash hash : std::get<KvRemoved>(event.data).hashes) {
+          EXPECT_EQ(on_disk.erase(hash.value()), 1U);
+        }
+      }
+    }
+    std::set<std::uint64_t> held;
+    for (const g1::TieredBlock& block : disk_->resident_blocks()) held.insert(block.hash.value());
+    EXPECT_EQ(on_disk, held);
+    expect_disk_blocks_verify();
+    const tiers::LowerTierStats io = disk_->stats();
+    EXPECT_GT(engine_->lower_usage().promoted, 0U);  // swap-ins came up from G3
+    EXPECT_GT(io.write_failures + io.read_failures, 0U);
+    EXPECT_EQ(io.checksum_failures, 0U);  // faults are I/O results: nothing on disk was damaged
+    RecordProperty("g3_promoted_blocks", static_cast<int>(engine_->lower_usage().promoted));
+  }
+#endif
+
   // The run exercised what it claims to.
   EXPECT_GT(verified_, 0U);
   EXPECT_GT(swapped_in_, 0U);
@@ -240,7 +337,11 @@ INSTANTIATE_TEST_SUITE_P(
                       StressParams{g1::G1Backend::Native, g1::EvictionBackend::Lineage, 24, 40, 3, false},
                       StressParams{g1::G1Backend::Native, g1::EvictionBackend::Lineage, 16, 8, 1, true},
                       StressParams{g1::G1Backend::Kvbm, g1::EvictionBackend::Lineage, 24, 40, 8, false, 3},
-                      StressParams{g1::G1Backend::Native, g1::EvictionBackend::Lineage, 24, 40, 5, true, 2}),
+                      StressParams{g1::G1Backend::Native, g1::EvictionBackend::Lineage, 24, 40, 5, true, 2},
+                      StressParams{g1::G1Backend::Kvbm, g1::EvictionBackend::Lineage, 16, 8, 3, false, 0, 96},
+                      StressParams{g1::G1Backend::Kvbm, g1::EvictionBackend::Lru, 16, 8, 2, true, 0, 24},
+                      StressParams{g1::G1Backend::Native, g1::EvictionBackend::Lineage, 16, 8, 3, true, 0, 96},
+                      StressParams{g1::G1Backend::Native, g1::EvictionBackend::Lineage, 24, 12, 1, false, 0, 24}),
     stress_name);
 
 }  // namespace
