@@ -1,5 +1,7 @@
 #include "bench_command.hpp"
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -10,6 +12,7 @@
 
 #include "kvtier/core/errors.hpp"
 #include "kvtier/measure/allocator_cycle.hpp"
+#include "kvtier/measure/disk_measurement.hpp"
 #include "kvtier/measure/request_streams.hpp"
 #include "kvtier/measure/swap_measurement.hpp"
 #include "kvtier/memory/runtime_factory.hpp"
@@ -36,6 +39,16 @@ struct SwapOptions {
   std::vector<std::string> paths{"batched", "staged", "per_page"};
   std::string direction = "both";  // out | in | both
   std::size_t iterations = 5;
+  std::string json;
+  std::string csv;
+};
+
+struct DiskOptions {
+  std::string dir;  // empty: a fresh directory under the system's temporary directory
+  std::vector<std::size_t> page_bytes{16 << 10, 64 << 10, 256 << 10};
+  std::vector<unsigned> queue_depths{1, 8, 32, 64};
+  std::size_t megabytes = 128;  // payload per measurement
+  std::size_t iterations = 3;
   std::string json;
   std::string csv;
 };
@@ -140,6 +153,41 @@ int run_swap(const SwapOptions& o) {
   return 0;
 }
 
+int run_disk(const DiskOptions& o) {
+  if (!measure::disk_measurement_available()) {
+    throw ConfigError("this kvtier was built without liburing: no disk tier to measure");
+  }
+  if (o.megabytes == 0) throw ConfigError("megabytes must be at least 1");
+  const std::filesystem::path dir =
+      o.dir.empty() ? std::filesystem::temp_directory_path() / ("kvtier-bench-disk-" + std::to_string(::getpid()))
+                    : std::filesystem::path(o.dir);
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (const std::size_t page : o.page_bytes) {
+    for (const unsigned depth : o.queue_depths) {
+      if (depth == 0) throw ConfigError("a queue depth must be at least 1");
+      const auto p = measure::measure_disk(dir, page, depth, o.megabytes << 20, o.iterations);
+      rows.push_back({{"page_bytes", p.page_bytes},
+                      {"queue_depth", p.queue_depth},
+                      {"blocks", p.blocks},
+                      {"iterations", p.iterations},
+                      {"direct_io", p.direct_io},
+                      {"write_GBps", p.write_gbps},
+                      {"ceiling_write_GBps", p.ceiling_write_gbps},
+                      {"write_of_ceiling", p.write_of_ceiling()},
+                      {"read_GBps", p.read_gbps},
+                      {"ceiling_read_GBps", p.ceiling_read_gbps},
+                      {"read_of_ceiling", p.read_of_ceiling()},
+                      {"verified_reads", p.verified_reads}});
+    }
+  }
+  if (o.dir.empty()) std::filesystem::remove_all(dir);
+  std::cout << "kvtier bench disk: " << dir.string()
+            << (rows.front()["direct_io"].get<bool>() ? " (O_DIRECT)" : " (buffered: the file system refuses O_DIRECT)")
+            << "; ceiling: one sequential 8 MiB-request write, then read, of the same bytes\n";
+  write_outputs(rows, o.json, o.csv);
+  return 0;
+}
+
 template <class Run, class Options>
 void on_run(CLI::App* cmd, std::shared_ptr<Options> o, Run run, int& exit_code, const char* name) {
   cmd->callback([o, run, &exit_code, name] {
@@ -156,7 +204,7 @@ void on_run(CLI::App* cmd, std::shared_ptr<Options> o, Run run, int& exit_code, 
 
 void add_bench_command(CLI::App& app, int& exit_code) {
   CLI::App* bench =
-      app.add_subcommand("bench", "Measure the allocator cycle or swap bandwidth against same-run baselines");
+      app.add_subcommand("bench", "Measure the allocator cycle, swap or disk bandwidth against same-run baselines");
   bench->require_subcommand(1);
 
   auto a = std::make_shared<AllocOptions>();
@@ -184,6 +232,26 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   swap->add_option("--json", s->json, "write the rows as JSON to this file")->check(non_empty());
   swap->add_option("--csv", s->csv, "write the rows as CSV to this file")->check(non_empty());
   on_run(swap, s, run_swap, exit_code, "swap");
+
+  auto d = std::make_shared<DiskOptions>();
+  CLI::App* disk = bench->add_subcommand(
+      "disk",
+      "G3 write and read bandwidth per page size and queue depth, next to the file system's sequential "
+      "O_DIRECT ceiling (same run)");
+  disk->add_option("--dir", d->dir, "a directory on the file system to measure (default: a fresh temporary one)")
+      ->check(non_empty());
+  disk->add_option("--page-bytes", d->page_bytes, "page sizes (multiples of 64)")
+      ->delimiter(',')
+      ->capture_default_str();
+  disk->add_option("--queue-depths", d->queue_depths, "I/O operations in flight")
+      ->delimiter(',')
+      ->capture_default_str();
+  disk->add_option("--megabytes", d->megabytes, "payload per measurement")->capture_default_str();
+  disk->add_option("--iterations", d->iterations, "alternations of the store and the ceiling (medians)")
+      ->capture_default_str();
+  disk->add_option("--json", d->json, "write the rows as JSON to this file")->check(non_empty());
+  disk->add_option("--csv", d->csv, "write the rows as CSV to this file")->check(non_empty());
+  on_run(disk, d, run_disk, exit_code, "disk");
 }
 
 }  // namespace kvtier::cli

@@ -4,6 +4,11 @@
 #include "kvtier/core/expects.hpp"
 #include "script_state.hpp"
 
+#include <unordered_set>
+#if KVTIER_WITH_URING
+#include "kvtier/tiers/disk/disk_store.hpp"
+#endif
+
 namespace kvtier::script {
 namespace {
 
@@ -53,6 +58,20 @@ Json ScriptRunner::State::op_host_cached(const Fields& f) {
   return out;
 }
 
+Json ScriptRunner::State::op_disk_cached(const Fields& f) {
+  const offload::OffloadEngine* engine = session_->engine();
+  if (engine == nullptr || engine->lower_tier() == nullptr) f.fail("disk_cached needs the disk tier (init disk_path)");
+  const auto& hashes = f.raw("hashes");
+  if (!hashes.is_array()) f.fail("field 'hashes' must be a list");
+  std::unordered_set<std::uint64_t> held;
+  for (const g1::TieredBlock& block : engine->lower_tier()->resident_blocks()) held.insert(block.hash.value());
+  Json cached = Json::array();
+  for (const auto& hash : hashes) cached.push_back(held.contains(f.as_u64(hash, "every hash")));
+  Json out;
+  out["cached"] = std::move(cached);
+  return out;
+}
+
 Json ScriptRunner::State::op_pin_prefix(const Fields& f) {
   const std::string id = f.string("id");
   if (prefix_pins_.contains(id)) f.fail("pins '" + id + "' exist already");
@@ -86,6 +105,7 @@ Json ScriptRunner::State::op_swap_in(const Fields& f) {
   out["result"] = g1::swap_in_status_name(start.status);
   if (start.status == g1::SwapInStatus::Scheduled) {
     out["count"] = start.count;
+    if (start.from_lower > 0) out["from_disk"] = start.from_lower;
     swap_ins_.emplace(id, start.swap_in_id);
   } else if (start.status == g1::SwapInStatus::BlockedOnG1Offload) {
     out["offload"] = start.offload_id;
@@ -115,8 +135,15 @@ Json ScriptRunner::State::op_cancel_swap_in(const Fields& f) {
 }
 
 Json ScriptRunner::State::op_inject_fault(const Fields& f) {
+  const char* disk_faults[] = {"disk_write", "disk_read", "disk_short_read"};
+  int given = f.has("copy_batch") + f.has("allocation");
+  for (const char* name : disk_faults) given += f.has(name);
+  if (given != 1) {
+    f.fail(
+        "inject_fault needs exactly one of 'copy_batch', 'allocation', 'disk_write', 'disk_read', 'disk_short_read'");
+  }
+  if (f.has("disk_write") || f.has("disk_read") || f.has("disk_short_read")) return inject_disk_fault(f);
   const bool copy = f.has("copy_batch");
-  if (copy == f.has("allocation")) f.fail("inject_fault needs exactly one of 'copy_batch' and 'allocation'");
   memory::FaultInjector* faults = session_->runtime().faults();
   KVTIER_EXPECTS(faults != nullptr, "faults can be injected on the host runtime only");
   if (copy) {
@@ -128,6 +155,27 @@ Json ScriptRunner::State::op_inject_fault(const Fields& f) {
     faults->inject_faults({.fail_allocation_number = nth});
   }
   return Json::object();
+}
+
+Json ScriptRunner::State::inject_disk_fault(const Fields& f) {
+#if KVTIER_WITH_URING
+  offload::OffloadEngine* engine = session_->engine();
+  auto* disk = engine != nullptr ? dynamic_cast<tiers::disk::DiskStore*>(engine->lower_tier()) : nullptr;
+  if (disk == nullptr) f.fail("disk faults need the disk tier (init disk_path)");
+  tiers::disk::DiskFaults faults;
+  const auto nth = [&](const char* name) {
+    const std::uint64_t n = f.u64(name);
+    if (n == 0) f.fail(std::string("inject_fault ") + name + " counts from 1");
+    return n;
+  };
+  if (f.has("disk_write")) faults.fail_write = nth("disk_write");  // ENOSPC: a full disk
+  if (f.has("disk_read")) faults.fail_read = nth("disk_read");
+  if (f.has("disk_short_read")) faults.short_read = nth("disk_short_read");
+  disk->inject_faults(faults);
+  return Json::object();
+#else
+  f.fail("disk faults need the disk tier, and this kvtier was built without liburing");
+#endif
 }
 
 }  // namespace kvtier::script

@@ -7,6 +7,7 @@
 #include "kvtier/core/bounded_line.hpp"
 #include "kvtier/core/kv_event_json.hpp"
 #include "kvtier/memory/runtime_factory.hpp"
+#include "kvtier/session/disk_tier_factory.hpp"
 #include "script_state.hpp"
 
 namespace kvtier::script {
@@ -215,6 +216,7 @@ Json ScriptRunner::State::dispatch(const Fields& f, const std::string& op) {
   if (op == "verify") return op_verify(f);
   if (op == "wait_offload") return op_wait_offload(f);
   if (op == "host_cached") return op_host_cached(f);
+  if (op == "disk_cached") return op_disk_cached(f);
   if (op == "pin_prefix") return op_pin_prefix(f);
   if (op == "swap_in") return op_swap_in(f);
   if (op == "register_swap_in") return op_register_swap_in(f);
@@ -235,6 +237,15 @@ Json ScriptRunner::State::op_init(const Fields& f) {
   config.host_blocks = f.u32_or("host_blocks", 0);
   if (f.has("offload_batch")) config.offload_batch = f.u32("offload_batch");
   config.verify_swaps = f.boolean_or("verify_swaps", false);
+  if (f.has("disk_path")) {
+    config.disk = session::DiskTierSettings{.path = f.string("disk_path"),
+                                            .blocks = f.u32("disk_blocks"),
+                                            .queue_depth = f.u32_or("disk_queue_depth", 32),
+                                            .backlog = f.u32_or("disk_backlog", 128),
+                                            .reformat = f.boolean_or("disk_reformat", false)};
+  } else if (f.has("disk_blocks") || f.has("disk_queue_depth") || f.has("disk_backlog") || f.has("disk_reformat")) {
+    f.fail("disk_blocks, disk_queue_depth, disk_backlog and disk_reformat need disk_path");
+  }
   config.device = memory::parse_runtime_choice(f.string_or("device", "auto"));
   if (f.has("layout")) {
     const auto& layout = f.raw("layout");
@@ -257,6 +268,12 @@ Json ScriptRunner::State::op_init(const Fields& f) {
   out["device"] = memory::runtime_kind_name(made->runtime().kind());
   out["page_bytes"] = made->pool().layout().page_bytes();
   if (made->config().host_blocks != 0) out["host_blocks"] = made->config().host_blocks;
+  if (made->config().disk) {
+    const tiers::LowerTier& disk = *made->engine()->lower_tier();
+    out["disk_blocks"] = disk.capacity();
+    out["disk_recovered"] = disk.used();  // blocks an earlier run left, announced as Stored events
+    out["disk_direct_io"] = session::disk_tier_direct_io(disk);
+  }
   session_ = std::move(made);
   manager_ = &session_->manager();
   seed_ = seed;

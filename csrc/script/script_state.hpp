@@ -72,11 +72,13 @@ class ScriptRunner::State {
   Json op_verify(const Fields& f);
   Json op_wait_offload(const Fields& f);
   Json op_host_cached(const Fields& f);
+  Json op_disk_cached(const Fields& f);
   Json op_pin_prefix(const Fields& f);
   Json op_swap_in(const Fields& f);
   Json op_register_swap_in(const Fields& f);
   Json op_cancel_swap_in(const Fields& f);
   Json op_inject_fault(const Fields& f);
+  Json inject_disk_fault(const Fields& f);
 
   g1::OwnerId owner(const Fields& f, const char* name = "owner");
   UniqueBlock block(const Fields& f, const nlohmann::json& value, const std::string& what);

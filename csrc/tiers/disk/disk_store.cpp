@@ -297,6 +297,14 @@ void DiskStore::finish(const IoQueue::Completion& real, LowerTierProgress& progr
   }
 }
 
+LowerTierProgress DiskStore::wait_some() {
+  LowerTierProgress progress;
+  pump();
+  for (const IoQueue::Completion& c : queue_.wait()) finish(c, progress);
+  pump();
+  return progress;
+}
+
 LowerTierProgress DiskStore::poll(bool wait) {
   LowerTierProgress progress;
   pump();

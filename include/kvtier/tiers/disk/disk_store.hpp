@@ -93,6 +93,9 @@ class DiskStore final : public LowerTier {
   std::optional<std::uint64_t> read(std::span<const PositionalLineageHash> plhs,
                                     std::span<std::byte* const> pages) override;
   LowerTierProgress poll(bool wait) override;
+  /// Waits until at least one operation in flight ended (none in flight:
+  /// returns at once), and collects what ended.
+  LowerTierProgress wait_some();
   void inject_faults(const DiskFaults& faults);
 
  private:

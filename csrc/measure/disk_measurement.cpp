@@ -1,0 +1,180 @@
+#include "kvtier/measure/disk_measurement.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kvtier/core/errors.hpp"
+#include "kvtier/core/kv_layout.hpp"
+
+#if KVTIER_WITH_URING
+#include "kvtier/tiers/disk/direct_file.hpp"
+#include "kvtier/tiers/disk/disk_store.hpp"
+#endif
+
+namespace kvtier::measure {
+
+bool disk_measurement_available() noexcept { return KVTIER_WITH_URING != 0; }
+
+#if KVTIER_WITH_URING
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::size_t kCeilingChunk = std::size_t{8} << 20;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+/// Pages of one layer x one KV head x 16 tokens of bf16: head_dim sets the size.
+KvLayout layout_of(std::size_t page_bytes) {
+  if (page_bytes == 0 || page_bytes % 64 != 0) {
+    throw ConfigError("a disk bench page size must be a multiple of 64 bytes, not " + std::to_string(page_bytes));
+  }
+  const KvGeometry g{.layers = 1,
+                     .kv_heads = 1,
+                     .head_dim = static_cast<std::uint32_t>(page_bytes / 64),
+                     .dtype = KvDtype::Bf16,
+                     .tokens_per_block = 16};
+  return KvLayout(g, PageLayout::PageMajor, 1);
+}
+
+g1::TieredBlock block_of(std::uint64_t n) {
+  const SequenceHash hash(n * 7919 + 1);
+  return g1::TieredBlock{.plh = PositionalLineageHash(hash, std::nullopt, n),
+                         .hash = hash,
+                         .parent = std::nullopt,
+                         .local = LocalBlockHash(n),
+                         .token_ids = std::nullopt};
+}
+
+struct AlignedFree {
+  void operator()(std::byte* p) const noexcept { std::free(p); }
+};
+
+/// The store's side: writes `blocks` fresh blocks keeping the queue full, then
+/// reads them all back (verified) the same way; seconds of each.
+std::pair<double, double> time_store(tiers::disk::DiskStore& store, std::span<const std::byte> payload,
+                                     std::uint64_t first, std::size_t blocks, std::size_t& verified_total) {
+  std::vector<SequenceHash> evicted;
+  const auto start_write = Clock::now();
+  for (std::size_t i = 0; i < blocks; ++i) {
+    while (store.write(block_of(first + i), payload, evicted) == tiers::LowerTier::WriteStart::NoRoom) {
+      (void)store.wait_some();
+    }
+  }
+  (void)store.poll(true);
+  const double write_s = seconds_since(start_write);
+
+  std::vector<std::byte> page(payload.size());
+  const auto start_read = Clock::now();
+  std::size_t next = 0;
+  std::size_t verified = 0;
+  while (next < blocks || verified < blocks) {
+    const std::size_t n = std::min(store.read_room(), blocks - next);
+    if (n > 0) {
+      std::vector<PositionalLineageHash> plhs;
+      std::vector<std::byte*> pages(n,
+                                    page.data());  // every block lands in the same page: the bytes are checked before
+      for (std::size_t i = 0; i < n; ++i) plhs.push_back(block_of(first + next + i).plh);
+      if (store.read(plhs, pages)) next += n;
+    }
+    for (const tiers::LowerRead& read : store.wait_some().reads) {
+      for (const bool ok : read.ok) {
+        if (!ok) throw ConfigError("a block written by the disk bench did not read back verified");
+        ++verified;
+      }
+    }
+  }
+  const double read_s = seconds_since(start_read);
+  verified_total += verified;
+  return {write_s, read_s};
+}
+
+/// The ceiling: `bytes` written then read sequentially in 8 MiB requests.
+std::pair<double, double> time_ceiling(const std::filesystem::path& path, std::size_t bytes) {
+  tiers::disk::DirectFile file(path);
+  const std::size_t chunk = std::min(kCeilingChunk, bytes);
+  std::unique_ptr<std::byte, AlignedFree> buffer(static_cast<std::byte*>(std::aligned_alloc(4096, chunk)));
+  if (!buffer) throw AllocationError("cannot allocate the disk bench's ceiling buffer");
+  std::memset(buffer.get(), 0x5a, chunk);
+  const auto io = [&](bool write) {
+    for (std::size_t done = 0; done < bytes;) {
+      const std::size_t n = std::min(chunk, bytes - done);
+      const ssize_t moved = write ? ::pwrite(file.fd(), buffer.get(), n, static_cast<off_t>(done))
+                                  : ::pread(file.fd(), buffer.get(), n, static_cast<off_t>(done));
+      if (moved <= 0) throw ConfigError(std::string("the disk bench's ceiling I/O failed: ") + std::strerror(errno));
+      done += static_cast<std::size_t>(moved);
+    }
+  };
+  const auto start_write = Clock::now();
+  io(true);
+  const double write_s = seconds_since(start_write);
+  const auto start_read = Clock::now();
+  io(false);
+  return {write_s, seconds_since(start_read)};
+}
+
+}  // namespace
+
+DiskPoint measure_disk(const std::filesystem::path& dir, std::size_t page_bytes, unsigned queue_depth,
+                       std::size_t bytes, std::size_t iterations) {
+  const KvLayout layout = layout_of(page_bytes);
+  if (iterations == 0) throw ConfigError("the disk bench needs at least one iteration");
+  std::filesystem::create_directories(dir);
+  const std::filesystem::path store_file = dir / "bench-g3.slots";
+  const std::filesystem::path ceiling_file = dir / "bench-ceiling";
+  DiskPoint point{.page_bytes = page_bytes,
+                  .queue_depth = queue_depth,
+                  .blocks = std::max<std::size_t>(queue_depth, bytes / page_bytes),
+                  .iterations = iterations};
+  // The ceiling's bytes round up to its 4 KiB-aligned requests.
+  const std::size_t payload_bytes = (point.blocks * page_bytes + 4095) / 4096 * 4096;
+  std::vector<double> writes, reads, ceiling_writes, ceiling_reads;
+  {
+    tiers::disk::DiskStore store(tiers::disk::DiskStoreConfig{.file = store_file,
+                                                              .slots = static_cast<std::uint32_t>(point.blocks),
+                                                              .queue_depth = queue_depth,
+                                                              .backlog = queue_depth,
+                                                              .reformat = true},
+                                 layout);
+    point.direct_io = store.direct_io();
+    std::vector<std::byte> payload(page_bytes);
+    for (std::size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<std::byte>(i * 131 + 7);
+    for (std::size_t it = 0; it < iterations; ++it) {
+      const auto [w, r] = time_store(store, payload, it * point.blocks, point.blocks, point.verified_reads);
+      const auto [cw, cr] = time_ceiling(ceiling_file, payload_bytes);
+      const auto gbps = [&](std::size_t b, double s) { return s > 0.0 ? static_cast<double>(b) / s / 1e9 : 0.0; };
+      writes.push_back(gbps(point.blocks * page_bytes, w));
+      reads.push_back(gbps(point.blocks * page_bytes, r));
+      ceiling_writes.push_back(gbps(payload_bytes, cw));
+      ceiling_reads.push_back(gbps(payload_bytes, cr));
+    }
+  }
+  std::filesystem::remove(store_file);
+  std::filesystem::remove(ceiling_file);
+  point.write_gbps = median(writes);
+  point.read_gbps = median(reads);
+  point.ceiling_write_gbps = median(ceiling_writes);
+  point.ceiling_read_gbps = median(ceiling_reads);
+  return point;
+}
+
+#else
+
+DiskPoint measure_disk(const std::filesystem::path&, std::size_t, unsigned, std::size_t, std::size_t) {
+  throw ConfigError("this kvtier was built without liburing: no disk tier to measure");
+}
+
+#endif
+
+}  // namespace kvtier::measure

@@ -1,0 +1,37 @@
+#pragma once
+// G3 bandwidth (`kvtier bench disk`): blocks written into and read back from
+// a DiskStore — headers, checksums and verification included — next to the
+// same-run ceiling of the file system: one large sequential O_DIRECT write,
+// then read, of the same payload bytes in 8 MiB requests, timed right after
+// the store in each iteration. Bandwidths count payload bytes (a page each).
+#include <cstddef>
+#include <filesystem>
+
+namespace kvtier::measure {
+
+struct DiskPoint {
+  std::size_t page_bytes = 0;
+  unsigned queue_depth = 0;
+  std::size_t blocks = 0;  // per iteration
+  std::size_t iterations = 0;
+  bool direct_io = false;   // false: the file system refused O_DIRECT (page cache in both paths)
+  double write_gbps = 0.0;  // medians over the iterations
+  double read_gbps = 0.0;
+  double ceiling_write_gbps = 0.0;
+  double ceiling_read_gbps = 0.0;
+  std::size_t verified_reads = 0;  // blocks read back that verified (all of them, or the bench fails)
+  double write_of_ceiling() const { return ceiling_write_gbps > 0.0 ? write_gbps / ceiling_write_gbps : 0.0; }
+  double read_of_ceiling() const { return ceiling_read_gbps > 0.0 ? read_gbps / ceiling_read_gbps : 0.0; }
+};
+
+/// True when this build has the disk tier (liburing).
+bool disk_measurement_available() noexcept;
+
+/// Measures one (page size, queue depth) in `dir` (its files are removed
+/// after): about `bytes` of payload per iteration. ConfigError: a page size
+/// that is not a multiple of 64 bytes, no liburing, a block that did not read
+/// back verified.
+DiskPoint measure_disk(const std::filesystem::path& dir, std::size_t page_bytes, unsigned queue_depth,
+                       std::size_t bytes, std::size_t iterations);
+
+}  // namespace kvtier::measure
