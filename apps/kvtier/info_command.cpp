@@ -1,6 +1,7 @@
 #include "info_command.hpp"
 
 #include <chrono>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -9,6 +10,7 @@
 #include "kvtier/core/kv_layout.hpp"
 #include "kvtier/memory/kv_pool.hpp"
 #include "kvtier/memory/runtime_factory.hpp"
+#include "kvtier/session/disk_tier_factory.hpp"
 
 namespace kvtier::cli {
 namespace {
@@ -23,6 +25,8 @@ struct InfoOptions {
   std::uint32_t block_size = 16;
   std::uint32_t capacity = 16384;
   std::uint32_t host_blocks = 0;  // > 0: allocate a G2 slab of this many pages and time it
+  std::string disk_path;          // non-empty: open the G3 tier there (as a session would) and describe it
+  std::uint32_t disk_blocks = 0;
   bool json = false;
 };
 
@@ -67,6 +71,22 @@ nlohmann::json describe(const InfoOptions& options) {
                         {"pieces", host.pieces()},
                         {"allocation_seconds", seconds}};
   }
+  out["disk_tier_compiled"] = session::disk_tier_available();
+  if (!options.disk_path.empty()) {
+    // Opened as a session opens it: the directory made, the blocks there recovered, nothing written.
+    const auto disk =
+        session::open_disk_tier(session::DiskTierSettings{.path = options.disk_path, .blocks = options.disk_blocks},
+                                KvLayout(geometry, PageLayout::PageMajor, 1));
+    const session::DiskTierFacts facts = session::disk_tier_facts(*disk);
+    out["disk_tier"] = {{"path", options.disk_path},
+                        {"file", (std::filesystem::path(options.disk_path) / session::kDiskTierFile).string()},
+                        {"blocks", disk->capacity()},
+                        {"slot_bytes", facts.slot_bytes},
+                        {"file_bytes", facts.file_bytes},
+                        {"resident_blocks", disk->used()},
+                        {"queue_depth", session::DiskTierSettings{}.queue_depth},
+                        {"direct_io", facts.direct_io}};
+  }
   if (runtime->kind() == memory::RuntimeKind::Cuda) {
     out["device"]["compute_capability"] =
         std::to_string(device.compute_capability_major) + "." + std::to_string(device.compute_capability_minor);
@@ -93,12 +113,22 @@ void print_text(const nlohmann::json& info) {
             << "slab:     " << layout["capacity"] << " pages = " << gib(layout["slab_bytes"].get<std::size_t>())
             << " GiB\n"
             << "built in: KV events on ZMQ " << (info["kv_events_compiled"].get<bool>() ? "yes" : "no")
-            << ", Prometheus metrics " << (info["prometheus_compiled"].get<bool>() ? "yes" : "no") << "\n";
+            << ", Prometheus metrics " << (info["prometheus_compiled"].get<bool>() ? "yes" : "no")
+            << ", io_uring disk tier " << (info["disk_tier_compiled"].get<bool>() ? "yes" : "no") << "\n";
   if (info.contains("host_tier")) {
     const auto& host = info["host_tier"];
     std::cout << "G2 tier:  " << host["blocks"] << " pinned pages = " << gib(host["bytes"].get<std::size_t>())
               << " GiB in " << host["pieces"] << " allocation(s), allocated in "
               << host["allocation_seconds"].get<double>() << " s\n";
+  }
+  if (info.contains("disk_tier")) {
+    const auto& disk = info["disk_tier"];
+    std::cout << "G3 tier:  " << disk["blocks"] << " blocks of " << disk["slot_bytes"]
+              << " bytes = " << gib(disk["file_bytes"].get<std::size_t>()) << " GiB at most in "
+              << disk["file"].get<std::string>() << ", " << disk["resident_blocks"] << " held now, queue depth "
+              << disk["queue_depth"] << ", "
+              << (disk["direct_io"].get<bool>() ? "O_DIRECT" : "buffered I/O (the file system refuses O_DIRECT)")
+              << "\n";
   }
 }
 
@@ -117,6 +147,9 @@ void add_info_command(CLI::App& app, int& exit_code) {
   info->add_option("--capacity", options->capacity, "G1 pages")->capture_default_str();
   info->add_option("--host-blocks", options->host_blocks, "G2 pages to allocate (pinned) and time; 0 = none")
       ->capture_default_str();
+  auto* disk_path = info->add_option("--disk-path", options->disk_path,
+                                     "open the G3 disk tier in this directory and describe it (blocks it holds)");
+  info->add_option("--disk-blocks", options->disk_blocks, "G3 capacity in blocks")->needs(disk_path);
   info->add_flag("--json", options->json, "print one JSON object");
   info->callback([options, &exit_code] {
     try {

@@ -69,6 +69,7 @@ std::pair<double, double> time_store(tiers::disk::DiskStore& store, std::span<co
   const auto start_write = Clock::now();
   for (std::size_t i = 0; i < blocks; ++i) {
     while (store.write(block_of(first + i), payload, evicted) == tiers::LowerTier::WriteStart::NoRoom) {
+      if (store.in_flight() == 0) throw ConfigError("the disk tier refuses a write with nothing in flight");
       (void)store.wait_some();
     }
   }
@@ -88,7 +89,11 @@ std::pair<double, double> time_store(tiers::disk::DiskStore& store, std::span<co
       for (std::size_t i = 0; i < n; ++i) plhs.push_back(block_of(first + next + i).plh);
       if (store.read(plhs, pages)) next += n;
     }
-    for (const tiers::LowerRead& read : store.wait_some().reads) {
+    const tiers::LowerTierProgress progress = store.wait_some();
+    if (n == 0 && progress.reads.empty() && store.in_flight() == 0) {
+      throw ConfigError("the disk tier has no buffer for a read and nothing in flight");
+    }
+    for (const tiers::LowerRead& read : progress.reads) {
       for (const bool ok : read.ok) {
         if (!ok) throw ConfigError("a block written by the disk bench did not read back verified");
         ++verified;

@@ -143,7 +143,16 @@ void OffloadEngine::wait_lower(std::uint64_t id, Transfer& transfer) {
   while (transfer.lower_pending > 0) {
     issue_lower_reads(id, transfer);
     if (transfer.lower_pending == 0) break;
+    const std::size_t before = transfer.lower_pending;
     apply_lower(lower_->poll(true));
+    if (transfer.lower_pending == before && transfer.lower_unissued.size() == before && lower_->read_room() == 0) {
+      // Nothing in flight and no room for a read: a tier that cannot read is a miss, not a hang.
+      for (const std::size_t position : transfer.lower_unissued) registry_.drop(transfer.g2_pages[position]);
+      lower_usage_.promotions_failed += before;
+      transfer.lower_unissued.clear();
+      transfer.lower_pending = 0;
+      transfer.lower_failed = true;
+    }
   }
   lower_settled(id, transfer);
 }

@@ -272,7 +272,7 @@ Json ScriptRunner::State::op_init(const Fields& f) {
     const tiers::LowerTier& disk = *made->engine()->lower_tier();
     out["disk_blocks"] = disk.capacity();
     out["disk_recovered"] = disk.used();  // blocks an earlier run left, announced as Stored events
-    out["disk_direct_io"] = session::disk_tier_direct_io(disk);
+    out["disk_direct_io"] = session::disk_tier_facts(disk).direct_io;
   }
   session_ = std::move(made);
   manager_ = &session_->manager();

@@ -36,9 +36,12 @@ std::unique_ptr<tiers::LowerTier> open_disk_tier(const DiskTierSettings& setting
   return store;
 }
 
-bool disk_tier_direct_io(const tiers::LowerTier& tier) noexcept {
+DiskTierFacts disk_tier_facts(const tiers::LowerTier& tier) noexcept {
   const auto* store = dynamic_cast<const tiers::disk::DiskStore*>(&tier);
-  return store != nullptr && store->direct_io();
+  if (store == nullptr) return {};
+  return DiskTierFacts{.direct_io = store->direct_io(),
+                       .slot_bytes = store->geometry().slot_bytes,
+                       .file_bytes = std::uint64_t{store->capacity()} * store->geometry().slot_bytes};
 }
 
 #else
@@ -47,7 +50,7 @@ std::unique_ptr<tiers::LowerTier> open_disk_tier(const DiskTierSettings&, const 
   throw ConfigError("this kvtier was built without liburing: no disk tier (scripts/install-deps.sh, KVTIER_URING=ON)");
 }
 
-bool disk_tier_direct_io(const tiers::LowerTier&) noexcept { return false; }
+DiskTierFacts disk_tier_facts(const tiers::LowerTier&) noexcept { return {}; }
 
 #endif
 

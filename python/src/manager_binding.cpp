@@ -13,6 +13,7 @@
 #include "kvtier/core/expects.hpp"
 #include "kvtier/g1/eviction_policy.hpp"
 #include "kvtier/memory/runtime_factory.hpp"
+#include "kvtier/session/disk_tier_factory.hpp"
 #include "py_manager.hpp"
 #include "py_results.hpp"
 
@@ -135,6 +136,18 @@ nb::dict metrics(PyManager& m) {
   out["failed_transfers"] = offload.tier.failed_transfers;
   out["metadata_bytes"] = manager.metadata_bytes();
   out["events_dropped"] = m.session().events().dropped();
+  const offload::OffloadEngine* engine = m.session().engine();
+  if (engine != nullptr && engine->lower_tier() != nullptr) {
+    const tiers::LowerTier& disk = *engine->lower_tier();
+    const tiers::LowerTierStats io = disk.stats();
+    out["disk_used"] = disk.used();
+    out["disk_capacity"] = disk.capacity();
+    out["disk_blocks_written"] = io.blocks_written;
+    out["disk_blocks_read"] = io.blocks_read;
+    out["disk_checksum_failures"] = io.checksum_failures;
+    out["disk_io_failures"] = io.read_failures + io.write_failures;
+    out["disk_direct_io"] = session::disk_tier_facts(disk).direct_io;
+  }
   return out;
 }
 
@@ -398,8 +411,10 @@ void bind_manager(nb::module_& module) {
       [](PyManager* self, std::string backend, std::optional<std::string> eviction, std::uint32_t capacity,
          std::uint32_t block_size, std::uint32_t layers, std::uint32_t kv_heads, std::uint32_t head_dim,
          std::string dtype, std::string layout, std::string device, std::uint32_t host_blocks,
-         std::optional<std::uint32_t> offload_batch, bool verify_swaps, bool prefix_caching, std::uint32_t dp_rank,
-         std::uint64_t seed, std::size_t max_pending_events, std::vector<nb::handle> publishers) {
+         std::optional<std::uint32_t> offload_batch, bool verify_swaps, std::optional<std::string> disk_path,
+         std::uint32_t disk_blocks, unsigned disk_queue_depth, bool disk_reformat, bool prefix_caching,
+         std::uint32_t dp_rank, std::uint64_t seed, std::size_t max_pending_events,
+         std::vector<nb::handle> publishers) {
         std::vector<std::shared_ptr<KvEventSink>> sinks;
         for (nb::handle publisher : publishers) {
 #if KVTIER_WITH_ZMQ
@@ -433,6 +448,12 @@ void bind_manager(nb::module_& module) {
         config.host_blocks = host_blocks;
         config.offload_batch = offload_batch;
         config.verify_swaps = verify_swaps;
+        if (disk_path) {
+          config.disk = session::DiskTierSettings{
+              .path = *disk_path, .blocks = disk_blocks, .queue_depth = disk_queue_depth, .reformat = disk_reformat};
+        } else if (disk_blocks != 0 || disk_reformat) {
+          throw ConfigError("disk_blocks and disk_reformat need disk_path");
+        }
         new (self) PyManager(std::move(options), std::move(sinks));
       },
       // The defaults are every front door's (session::SessionConfig).
@@ -441,7 +462,8 @@ void bind_manager(nb::module_& module) {
       "layers"_a = kDefaults.geometry.layers, "kv_heads"_a = kDefaults.geometry.kv_heads,
       "head_dim"_a = kDefaults.geometry.head_dim, "dtype"_a = dtype_name(kDefaults.geometry.dtype),
       "layout"_a = page_layout_name(kDefaults.layout), "device"_a = "auto", "host_blocks"_a = kDefaults.host_blocks,
-      "offload_batch"_a = nb::none(), "verify_swaps"_a = kDefaults.verify_swaps,
+      "offload_batch"_a = nb::none(), "verify_swaps"_a = kDefaults.verify_swaps, "disk_path"_a = nb::none(),
+      "disk_blocks"_a = 0, "disk_queue_depth"_a = session::DiskTierSettings{}.queue_depth, "disk_reformat"_a = false,
       "prefix_caching"_a = kDefaults.manager.enable_prefix_caching, "dp_rank"_a = kDefaults.manager.dp_rank,
       "seed"_a = 0, "max_pending_events"_a = ManagerOptions{}.max_pending_events,
       "publishers"_a = std::vector<nb::handle>{});

@@ -108,8 +108,10 @@ void bind_offload_calls(nb::class_<PyManager>& c) {
             nb::dict out;
             out["status"] = g1::swap_in_status_name(start.status);
             if (start.status == g1::SwapInStatus::Scheduled) {
+              m.session().note_swap_in(start.swap_in_id, start.from_lower);
               out["swap_in_id"] = start.swap_in_id;
               out["count"] = start.count;
+              out["from_disk"] = start.from_lower;
             } else if (start.status == g1::SwapInStatus::BlockedOnG1Offload) {
               out["offload_id"] = start.offload_id;
             }
@@ -123,7 +125,7 @@ void bind_offload_calls(nb::class_<PyManager>& c) {
           [](PyManager& m, std::uint64_t swap_in_id) {
             const g1::SwapInRegistration r = m.call([&] {
               const g1::SwapInRegistration done = m.manager().register_completed_swap_in(swap_in_id);
-              m.session().count_swap_in(done.registered);
+              m.session().count_swap_in(swap_in_id, done.registered);
               return done;
             });
             nb::dict out;

@@ -171,6 +171,20 @@ TEST_F(DiskStoreTest, AnotherLayoutIsRefusedUnlessReformatted) {
   EXPECT_TRUE(read_back(reformatted, 7));
 }
 
+TEST_F(DiskStoreTest, EveryBufferComesBackOnceItsWritesAndReadsEnded) {
+  DiskStore store(config(8), layout());
+  const std::size_t room = store.read_room();
+  put(store, 1, 8);
+  EXPECT_EQ(store.in_flight(), 0U);
+  EXPECT_EQ(store.read_room(), room);
+  for (int round = 0; round < 3; ++round) {
+    for (std::uint64_t n = 1; n <= 8; ++n) ASSERT_TRUE(read_back(store, n));
+  }
+  EXPECT_EQ(store.in_flight(), 0U);
+  EXPECT_EQ(store.read_room(), room);
+  EXPECT_EQ(store.stats().blocks_read, 24U);
+}
+
 TEST_F(DiskStoreTest, ReadsOfBlocksNotResidentAreContractErrors) {
   DiskStore store(config(4), layout());
   std::vector<std::byte> page(store.geometry().payload_bytes);

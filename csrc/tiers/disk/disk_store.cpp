@@ -52,7 +52,7 @@ DiskStore::DiskStore(const DiskStoreConfig& config, const KvLayout& layout)
   }
   next_generation_ = recovered_.newest_generation + 1;
   const std::size_t buffers = std::size_t{queue_.depth()} + config.backlog;
-  buffers_.reset(static_cast<std::byte*>(std::aligned_alloc(kRecordAlignment, buffers * geometry_.slot_bytes)));
+  buffers_.reset(static_cast<std::byte*>(std::aligned_alloc(kRecordAlignment, buffers * buffer_bytes())));
   if (!buffers_) throw AllocationError("cannot allocate the disk tier's I/O buffers");
   for (auto b = static_cast<std::uint32_t>(buffers); b-- > 0;) free_buffers_.push_back(b);
   read_reserve_ = std::max<std::size_t>(1, buffers / 4);
@@ -108,10 +108,14 @@ void DiskStore::pump() {
     const std::uint64_t tag = waiting.front();
     waiting.pop_front();
     const Operation& op = operations_.at(tag);
-    const std::span<std::byte> bytes(buffer(op.buffer),
-                                     op.phase == Phase::Header ? geometry_.header_bytes : geometry_.slot_bytes);
-    const bool queued = op.phase == Phase::Read ? queue_.read(file_.fd(), bytes, geometry_.offset(op.slot), tag)
-                                                : queue_.write(file_.fd(), bytes, geometry_.offset(op.slot), tag);
+    const std::span<std::byte> slot(buffer(op.buffer), geometry_.slot_bytes);
+    const std::uint64_t offset = geometry_.offset(op.slot);
+    const bool queued = op.phase == Phase::Read
+                            ? queue_.read(file_.fd(), slot, offset, tag)
+                            : queue_.write_linked(file_.fd(), slot, offset, tag,
+                                                  std::span<const std::byte>(buffer(op.buffer) + geometry_.slot_bytes,
+                                                                             geometry_.header_bytes),
+                                                  offset, op.header);
     KVTIER_ASSERT(queued, "the I/O queue refused an operation it had room for");
   }
 }
@@ -171,12 +175,19 @@ LowerTier::WriteStart DiskStore::write(const g1::TieredBlock& block, std::span<c
   std::memcpy(bytes.data() + geometry_.header_bytes, payload.data(), payload.size());
   std::fill(bytes.begin() + static_cast<std::ptrdiff_t>(geometry_.header_bytes + payload.size()), bytes.end(),
             std::byte{0});
+  // Phase two, linked behind it: the header that makes the slot a record.
+  write_record_header(std::span<std::byte>(buffer(b) + geometry_.slot_bytes, geometry_.header_bytes), block,
+                      fingerprint_, next_generation_++, payload);
   Slot& s = slots_[slot];
   s.state = State::Writing;
   s.block = block;
+  s.writes_pending = 2;
   index_.emplace(block.plh, slot);
   const std::uint64_t tag = next_tag_++;
-  operations_.emplace(tag, Operation{.phase = Phase::Payload, .slot = slot, .buffer = b});
+  const std::uint64_t header = next_tag_++;
+  operations_.emplace(tag, Operation{.phase = Phase::Payload, .slot = slot, .buffer = b, .header = header});
+  operations_.emplace(header, Operation{.phase = Phase::Header, .slot = slot, .buffer = b});
+  write_clock_.start();  // the header's; issue starts the payload's
   issue(tag);
   return WriteStart::Started;
 }
@@ -232,25 +243,12 @@ void DiskStore::finish(const IoQueue::Completion& real, LowerTierProgress& progr
   (op.phase == Phase::Read ? read_clock_ : write_clock_).stop();
   const IoQueue::Completion completion{.tag = real.tag, .result = faulted(op.phase, real.result)};
   Slot& s = slots_[op.slot];
-  if (op.phase == Phase::Payload) {
-    if (completion.result != static_cast<std::int64_t>(geometry_.slot_bytes)) {  // failed (ENOSPC, EIO) or short
-      free_buffers_.push_back(op.buffer);
-      ++stats_.write_failures;
-      free_slot(op.slot);
-      return;
-    }
-    // Phase two: the header that makes the slot a record, now that its payload is written.
-    const std::span<std::byte> bytes(buffer(op.buffer), geometry_.slot_bytes);
-    write_record_header(bytes.first(geometry_.header_bytes), s.block, fingerprint_, next_generation_++,
-                        bytes.subspan(geometry_.header_bytes, geometry_.payload_bytes));
-    const std::uint64_t tag = next_tag_++;
-    operations_.emplace(tag, Operation{.phase = Phase::Header, .slot = op.slot, .buffer = op.buffer});
-    issue(tag);
-    return;
-  }
-  free_buffers_.push_back(op.buffer);
-  if (op.phase == Phase::Header) {
-    if (completion.result != static_cast<std::int64_t>(geometry_.header_bytes)) {
+  if (op.phase != Phase::Read) {
+    const std::size_t whole = op.phase == Phase::Payload ? geometry_.slot_bytes : geometry_.header_bytes;
+    if (completion.result != static_cast<std::int64_t>(whole)) s.write_failed = true;  // ENOSPC, EIO, short, cancelled
+    if (--s.writes_pending > 0) return;
+    free_buffers_.push_back(op.buffer);
+    if (s.write_failed) {
       ++stats_.write_failures;
       free_slot(op.slot);  // its header region may hold anything but a valid header for other bytes
       return;
@@ -262,6 +260,7 @@ void DiskStore::finish(const IoQueue::Completion& real, LowerTierProgress& progr
     progress.stored.push_back(s.block);
     return;
   }
+  free_buffers_.push_back(op.buffer);  // the payload is copied out below, before anything reuses it
   const bool whole = completion.result == static_cast<std::int64_t>(geometry_.slot_bytes);
   PendingRead& pending = reads_.at(op.read);
   bool ok = false;

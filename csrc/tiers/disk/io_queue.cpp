@@ -16,7 +16,7 @@ struct IoQueue::Ring {
 
 IoQueue::IoQueue(unsigned depth) : ring_(std::make_unique<Ring>()), depth_(depth) {
   KVTIER_EXPECTS(depth > 0, "an I/O queue needs a depth of at least 1");
-  const int status = io_uring_queue_init(depth, &ring_->ring, 0);
+  const int status = io_uring_queue_init(2 * depth, &ring_->ring, 0);
   if (status < 0) throw ConfigError(std::string("io_uring is unavailable: ") + std::strerror(-status));
 }
 
@@ -45,6 +45,22 @@ bool IoQueue::write(int fd, std::span<const std::byte> from, std::uint64_t offse
   io_uring_prep_write(sqe, fd, from.data(), static_cast<unsigned>(from.size()), offset);
   io_uring_sqe_set_data64(sqe, tag);
   ++queued_;
+  return true;
+}
+
+bool IoQueue::write_linked(int fd, std::span<const std::byte> first, std::uint64_t first_offset,
+                           std::uint64_t first_tag, std::span<const std::byte> second, std::uint64_t second_offset,
+                           std::uint64_t second_tag) {
+  if (full()) return false;
+  io_uring_sqe* head = io_uring_get_sqe(&ring_->ring);
+  io_uring_sqe* tail = io_uring_get_sqe(&ring_->ring);
+  KVTIER_ASSERT(head != nullptr && tail != nullptr, "the submission ring is full below the queue depth");
+  io_uring_prep_write(head, fd, first.data(), static_cast<unsigned>(first.size()), first_offset);
+  io_uring_sqe_set_data64(head, first_tag);
+  head->flags |= IOSQE_IO_LINK;
+  io_uring_prep_write(tail, fd, second.data(), static_cast<unsigned>(second.size()), second_offset);
+  io_uring_sqe_set_data64(tail, second_tag);
+  queued_ += 2;
   return true;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // Opens the G3 disk tier a session asks for: the one place that knows
 // whether kvtier was built with liburing.
+#include <cstdint>
 #include <memory>
 
 #include "kvtier/core/kv_layout.hpp"
@@ -20,7 +21,13 @@ bool disk_tier_available() noexcept;
 /// I/O and says so once on stderr.
 std::unique_ptr<tiers::LowerTier> open_disk_tier(const DiskTierSettings& settings, const KvLayout& g2_layout);
 
-/// Whether a disk tier uses O_DIRECT (false for buffered I/O or another tier).
-bool disk_tier_direct_io(const tiers::LowerTier& tier) noexcept;
+/// What `kvtier info` and the script's init tell of a disk tier.
+struct DiskTierFacts {
+  bool direct_io = false;        // false: the file system refused O_DIRECT (buffered I/O)
+  std::uint64_t slot_bytes = 0;  // a block on disk: header region + page
+  std::uint64_t file_bytes = 0;  // the slots' file at full capacity
+};
+/// Facts of a tier open_disk_tier made (all zero for another kind of tier).
+DiskTierFacts disk_tier_facts(const tiers::LowerTier& tier) noexcept;
 
 }  // namespace kvtier::session

@@ -6,8 +6,9 @@
 // rebuilt from the slots' headers when the store is opened again.
 //   Free -> Writing (a write in flight: found by contains(), never read)
 //   Writing -> Resident (the write completed) | Free (it failed)
-// A write is two ordered writes: the payload with a zeroed header region,
-// then, once that completed, the header. A process killed at any point
+// A write is two ordered writes, linked in the I/O queue: the payload with a
+// zeroed header region, then, once that completed whole, the header (the
+// kernel starts the second only after the first). A process killed at any point
 // leaves each slot as its old record, as no record, or as a header whose
 // checksum fails — never a header that vouches for bytes not on disk.
 //   Resident -> pinned while reads use it; evictable (LRU) when not
@@ -88,6 +89,8 @@ class DiskStore final : public LowerTier {
   WriteStart write(const g1::TieredBlock& block, std::span<const std::byte> payload,
                    std::vector<SequenceHash>& evicted) override;
   std::size_t read_room() const noexcept override { return free_buffers_.size(); }
+  /// Operations issued and not yet completed (queued, submitted or backlogged).
+  std::size_t in_flight() const noexcept { return operations_.size(); }
   /// Reads every slot whole into an aligned buffer and copies the payload to
   /// its page only once the header and payload checksums verified.
   std::optional<std::uint64_t> read(std::span<const PositionalLineageHash> plhs,
@@ -103,7 +106,9 @@ class DiskStore final : public LowerTier {
   struct Slot {
     State state = State::Free;
     std::uint32_t pins = 0;
-    bool bad = false;  // a read of it did not verify: dropped when its last read ends
+    bool bad = false;                 // a read of it did not verify: dropped when its last read ends
+    std::uint8_t writes_pending = 0;  // its payload and header writes not yet completed
+    bool write_failed = false;        // one of them failed or was short
     g1::TieredBlock block;
     std::list<std::uint32_t>::iterator lru;  // valid while Resident and unpinned
   };
@@ -112,6 +117,7 @@ class DiskStore final : public LowerTier {
     Phase phase = Phase::Payload;
     std::uint32_t slot = 0;
     std::uint32_t buffer = 0;
+    std::uint64_t header = 0;   // a payload write's linked header write
     std::uint64_t read = 0;     // the read it belongs to
     std::size_t position = 0;   // its block's position in that read
     std::byte* page = nullptr;  // where a read's payload goes
@@ -129,7 +135,10 @@ class DiskStore final : public LowerTier {
     void stop();
   };
 
-  std::byte* buffer(std::uint32_t b) const noexcept { return buffers_.get() + std::size_t{b} * geometry_.slot_bytes; }
+  /// A buffer: the slot's bytes as written (a zeroed header region, the
+  /// payload), then the header its linked second write puts in place.
+  std::size_t buffer_bytes() const noexcept { return geometry_.slot_bytes + geometry_.header_bytes; }
+  std::byte* buffer(std::uint32_t b) const noexcept { return buffers_.get() + std::size_t{b} * buffer_bytes(); }
   void make_evictable(std::uint32_t slot);
   void free_slot(std::uint32_t slot);
   /// Hands the operation to the I/O queue, or to the backlog when it is full.

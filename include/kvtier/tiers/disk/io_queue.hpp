@@ -17,7 +17,8 @@ class IoQueue {
     std::int64_t result = 0;  // bytes moved, or -errno
   };
 
-  /// At most `depth` operations in flight. ConfigError when io_uring is
+  /// At most `depth` operations in flight (a linked pair may add one: the
+  /// ring holds twice as many). ConfigError when io_uring is
   /// unavailable (a kernel without it, a seccomp filter that forbids it).
   explicit IoQueue(unsigned depth);
   IoQueue(const IoQueue&) = delete;
@@ -27,7 +28,7 @@ class IoQueue {
 
   unsigned depth() const noexcept { return depth_; }
   std::size_t in_flight() const noexcept { return queued_ + submitted_; }
-  bool full() const noexcept { return in_flight() == depth_; }
+  bool full() const noexcept { return in_flight() >= depth_; }
 
   /// Queues a read of `into.size()` bytes at `offset` of `fd`; false (nothing
   /// queued) when `depth` operations are in flight. The buffer must stay
@@ -35,6 +36,12 @@ class IoQueue {
   bool read(int fd, std::span<std::byte> into, std::uint64_t offset, std::uint64_t tag);
   /// Queues a write, as read.
   bool write(int fd, std::span<const std::byte> from, std::uint64_t offset, std::uint64_t tag);
+  /// Queues two writes linked in order (IOSQE_IO_LINK): the second starts
+  /// only once the first completed whole; when the first fails or is short,
+  /// the second completes with -ECANCELED. A pair may take the queue one
+  /// operation past its depth (the ring has room for it); false when full.
+  bool write_linked(int fd, std::span<const std::byte> first, std::uint64_t first_offset, std::uint64_t first_tag,
+                    std::span<const std::byte> second, std::uint64_t second_offset, std::uint64_t second_tag);
   /// Submits what was queued since the last submit (one system call).
   void submit();
   /// The completions that arrived, without blocking (submits first).
