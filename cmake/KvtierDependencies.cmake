@@ -70,3 +70,13 @@ if(NOT KVTIER_URING STREQUAL "OFF")
     message(FATAL_ERROR "KVTIER_URING=ON but liburing was not found (scripts/install-deps.sh)")
   endif()
 endif()
+# Links `target` to the disk tier when it is built and tells its sources which
+# (KVTIER_WITH_URING 1 or 0): the few places that open or measure a disk tier.
+function(kvtier_use_disk_tier target)
+  if(KVTIER_WITH_URING)
+    target_link_libraries(${target} PRIVATE kvtier_disk_tier)
+    target_compile_definitions(${target} PRIVATE KVTIER_WITH_URING=1)
+  else()
+    target_compile_definitions(${target} PRIVATE KVTIER_WITH_URING=0)
+  endif()
+endfunction()

@@ -4,6 +4,7 @@
 
 #include "kvtier/core/errors.hpp"
 #include "kvtier/core/expects.hpp"
+#include "kvtier/session/disk_tier_factory.hpp"
 #include "script_state.hpp"
 
 namespace kvtier::script {
@@ -129,14 +130,7 @@ Json ScriptRunner::State::op_stats(const Fields&) {
   out["offloads_in_flight"] = offload.tier.in_flight;
   out["quarantined"] = offload.quarantined;
   if (const offload::OffloadEngine* engine = session_->engine(); engine != nullptr && engine->lower_tier() != nullptr) {
-    const tiers::LowerTier& disk = *engine->lower_tier();
-    const tiers::LowerTierStats io = disk.stats();
-    out["disk_used"] = disk.used();
-    out["disk_capacity"] = disk.capacity();
-    out["disk_blocks_written"] = io.blocks_written;
-    out["disk_blocks_read"] = io.blocks_read;
-    out["disk_checksum_failures"] = io.checksum_failures;
-    out["disk_io_failures"] = io.read_failures + io.write_failures;
+    for (const auto& [name, value] : session::disk_tier_counters(*engine->lower_tier())) out[name] = value;
   }
   return out;
 }

@@ -14,6 +14,16 @@ namespace kvtier::session {
 
 bool disk_tier_available() noexcept { return KVTIER_WITH_URING != 0; }
 
+std::vector<std::pair<const char*, std::uint64_t>> disk_tier_counters(const tiers::LowerTier& tier) {
+  const tiers::LowerTierStats io = tier.stats();
+  return {{"disk_used", tier.used()},
+          {"disk_capacity", tier.capacity()},
+          {"disk_blocks_written", io.blocks_written},
+          {"disk_blocks_read", io.blocks_read},
+          {"disk_checksum_failures", io.checksum_failures},
+          {"disk_io_failures", io.read_failures + io.write_failures}};
+}
+
 #if KVTIER_WITH_URING
 
 std::unique_ptr<tiers::LowerTier> open_disk_tier(const DiskTierSettings& settings, const KvLayout& g2_layout) {

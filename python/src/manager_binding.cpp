@@ -139,13 +139,7 @@ nb::dict metrics(PyManager& m) {
   const offload::OffloadEngine* engine = m.session().engine();
   if (engine != nullptr && engine->lower_tier() != nullptr) {
     const tiers::LowerTier& disk = *engine->lower_tier();
-    const tiers::LowerTierStats io = disk.stats();
-    out["disk_used"] = disk.used();
-    out["disk_capacity"] = disk.capacity();
-    out["disk_blocks_written"] = io.blocks_written;
-    out["disk_blocks_read"] = io.blocks_read;
-    out["disk_checksum_failures"] = io.checksum_failures;
-    out["disk_io_failures"] = io.read_failures + io.write_failures;
+    for (const auto& [name, value] : session::disk_tier_counters(disk)) out[name] = value;
     out["disk_direct_io"] = session::disk_tier_facts(disk).direct_io;
   }
   return out;

@@ -14,12 +14,10 @@
 #include "kvtier/driver/request_driver.hpp"
 #include "kvtier/memory/host_runtime.hpp"
 #include "kvtier/offload/offload_engine.hpp"
+#include "support/tier_event_view.hpp"
 #if KVTIER_WITH_URING
-#include <unistd.h>
-
-#include <filesystem>
-
 #include "kvtier/tiers/disk/disk_store.hpp"
+#include "support/scratch_directory.hpp"
 #endif
 
 namespace kvtier::offload {
@@ -58,10 +56,10 @@ class OffloadStress : public ::testing::TestWithParam<StressParams> {
     std::unique_ptr<tiers::LowerTier> disk;
     if (p.disk_blocks > 0) {
 #if KVTIER_WITH_URING
-      dir_ = std::filesystem::temp_directory_path() / ("kvtier-stress-g3-" + std::to_string(::getpid()));
-      std::filesystem::create_directories(dir_);
+      dir_ = std::make_unique<kvtier::testing::ScratchDirectory>("kvtier-stress-g3");
       auto store = std::make_unique<tiers::disk::DiskStore>(
-          tiers::disk::DiskStoreConfig{.file = dir_ / "g3", .slots = p.disk_blocks, .queue_depth = 4, .backlog = 4},
+          tiers::disk::DiskStoreConfig{
+              .file = dir_->path() / "g3", .slots = p.disk_blocks, .queue_depth = 4, .backlog = 4},
           KvLayout(geometry, PageLayout::PageMajor, 1));
       disk_ = store.get();
       disk = std::move(store);
@@ -177,10 +175,7 @@ class OffloadStress : public ::testing::TestWithParam<StressParams> {
 
   void TearDown() override {
     manager_.reset();
-    engine_.reset();
-#if KVTIER_WITH_URING
-    if (!dir_.empty()) std::filesystem::remove_all(dir_);
-#endif
+    engine_.reset();  // closes the disk tier before its directory goes
   }
 
 #if KVTIER_WITH_URING
@@ -200,7 +195,7 @@ class OffloadStress : public ::testing::TestWithParam<StressParams> {
       EXPECT_TRUE(scratch.find_pattern_mismatches(pages, ids).empty()) << "G3 block " << block.hash.value();
     }
   }
-  std::filesystem::path dir_;
+  std::unique_ptr<kvtier::testing::ScratchDirectory> dir_;
   tiers::disk::DiskStore* disk_ = nullptr;  // the engine's
 #endif
 
@@ -277,15 +272,7 @@ TEST_P(OffloadStress, EveryPageVerifiesAndEveryCountReconciles) {
 
   // HostPinned events tell exactly what G2 holds: Stored and Removed
   // alternate per hash, and what is left stored is what is resident.
-  std::set<std::uint64_t> host;
-  for (const KvEvent& event : sink_->events()) {
-    if (event.tier != StorageTier::HostPinned) continue;
-    if (const auto* stored = std::get_if<KvStored>(&event.data)) {
-      for (const auto& block : stored->blocks) EXPECT_TRUE(host.insert(block.hash.value()).second);
-    } else {
-      for (const SequenceHash hash : std::get<KvRemoved>(event.data).hashes) EXPECT_EQ(host.erase(hash.value()), 1U);
-    }
-  }
+  const std::set<std::uint64_t> host = kvtier::testing::held_by_tier(sink_->events(), StorageTier::HostPinned);
   std::set<std::uint64_t> resident;
   for (const auto& [page, hash] : engine_->resident_blocks()) resident.insert(hash.value());
   EXPECT_EQ(host, resident);
@@ -293,17 +280,7 @@ TEST_P(OffloadStress, EveryPageVerifiesAndEveryCountReconciles) {
 #if KVTIER_WITH_URING
   if (disk_ != nullptr) {
     // Disk events tell exactly what G3 holds; every block it holds verifies.
-    std::set<std::uint64_t> on_disk;
-    for (const KvEvent& event : sink_->events()) {
-      if (event.tier != StorageTier::Disk) continue;
-      if (const auto* stored = std::get_if<KvStored>(&event.data)) {
-        for (const auto& block : stored->blocks) EXPECT_TRUE(on_disk.insert(block.hash.value()).second);
-      } else {
-        for (const SequenceHash hash : std::get<KvRemoved>(event.data).hashes) {
-          EXPECT_EQ(on_disk.erase(hash.value()), 1U);
-        }
-      }
-    }
+    const std::set<std::uint64_t> on_disk = kvtier::testing::held_by_tier(sink_->events(), StorageTier::Disk);
     std::set<std::uint64_t> held;
     for (const g1::TieredBlock& block : disk_->resident_blocks()) held.insert(block.hash.value());
     EXPECT_EQ(on_disk, held);

@@ -4,12 +4,12 @@
 // directory hits G3 from its first requests.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <filesystem>
+#include <memory>
 
 #include "kvtier/memory/host_runtime.hpp"
 #include "kvtier/replay/replayer.hpp"
+#include "support/scratch_directory.hpp"
 
 namespace kvtier::replay {
 namespace {
@@ -17,10 +17,9 @@ namespace {
 class ReplayerDisk : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("kvtier-replay-g3-" + std::to_string(::getpid()));
-    std::filesystem::remove_all(dir_);
+    scratch_ = std::make_unique<kvtier::testing::ScratchDirectory>("kvtier-replay-g3");
+    dir_ = scratch_->path() / "g3";
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
 
   ReplayConfig config(g1::G1Backend backend, std::uint32_t capacity, std::uint32_t block_size,
                       std::uint32_t host_blocks, std::uint32_t disk_blocks) const {
@@ -34,6 +33,7 @@ class ReplayerDisk : public ::testing::Test {
   }
 
   memory::HostRuntime runtime_;
+  std::unique_ptr<kvtier::testing::ScratchDirectory> scratch_;
   std::filesystem::path dir_;
 };
 

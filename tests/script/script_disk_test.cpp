@@ -5,14 +5,13 @@
 // the same directory that finds the blocks and is told of them.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "kvtier/script/script_runner.hpp"
+#include "support/scratch_directory.hpp"
 
 namespace kvtier::script {
 namespace {
@@ -20,10 +19,9 @@ namespace {
 class ScriptDisk : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("kvtier-script-g3-" + std::to_string(::getpid()));
-    std::filesystem::remove_all(dir_);
+    scratch_ = std::make_unique<kvtier::testing::ScratchDirectory>("kvtier-script-g3");
+    dir_ = scratch_->path() / "g3";
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
 
   std::string init() const {
     return R"({"op":"init","backend":"native","capacity":2,"block_size":4,"host_blocks":2,"disk_blocks":8,)"
@@ -66,6 +64,7 @@ class ScriptDisk : public ::testing::Test {
     return hashes;
   }
 
+  std::unique_ptr<kvtier::testing::ScratchDirectory> scratch_;
   std::filesystem::path dir_;
 };
 

@@ -10,10 +10,12 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <memory>
 #include <random>
 #include <vector>
 
 #include "kvtier/core/errors.hpp"
+#include "support/scratch_directory.hpp"
 
 namespace kvtier::tiers::disk {
 namespace {
@@ -40,10 +42,9 @@ std::vector<std::byte> page_of(std::uint64_t n, std::size_t bytes) {
 class DiskStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("kvtier_disk_store_" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir_);
+    scratch_ = std::make_unique<kvtier::testing::ScratchDirectory>("kvtier-disk-store");
+    dir_ = scratch_->path();
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
   DiskStoreConfig config(std::uint32_t slots, bool reformat = false) const {
     return DiskStoreConfig{.file = dir_ / "g3.slots", .slots = slots, .queue_depth = 4, .reformat = reformat};
   }
@@ -70,6 +71,7 @@ class DiskStoreTest : public ::testing::Test {
     if (out) *out = progress;
     return ok && page == page_of(n, store.geometry().payload_bytes);
   }
+  std::unique_ptr<kvtier::testing::ScratchDirectory> scratch_;
   std::filesystem::path dir_;
 };
 

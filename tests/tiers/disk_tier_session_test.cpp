@@ -18,6 +18,8 @@
 #include "kvtier/driver/request_driver.hpp"
 #include "kvtier/session/session.hpp"
 #include "kvtier/tiers/disk/disk_store.hpp"
+#include "support/scratch_directory.hpp"
+#include "support/tier_event_view.hpp"
 
 namespace kvtier::tiers::disk {
 namespace {
@@ -27,12 +29,9 @@ constexpr std::uint32_t kBlock = 4;
 class DiskTierSession : public ::testing::TestWithParam<g1::G1Backend> {
  protected:
   void SetUp() override {
-    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    std::replace(name.begin(), name.end(), '/', '_');
-    dir_ = std::filesystem::temp_directory_path() / ("kvtier-g3-session-" + std::to_string(::getpid()) + "-" + name);
-    std::filesystem::remove_all(dir_);
+    scratch_ = std::make_unique<kvtier::testing::ScratchDirectory>("kvtier-g3-session");
+    dir_ = scratch_->path() / "g3";
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
 
   session::SessionConfig config(std::uint32_t disk_blocks = 64) const {
     session::SessionConfig c;
@@ -93,16 +92,7 @@ class DiskTierSession : public ::testing::TestWithParam<g1::G1Backend> {
 
   /// Hashes whose Disk Stored and Removed events leave them held, checking they alternate.
   std::set<std::uint64_t> disk_view() const {
-    std::set<std::uint64_t> held;
-    for (const KvEvent& event : sink_->events()) {
-      if (event.tier != StorageTier::Disk) continue;
-      if (const auto* stored = std::get_if<KvStored>(&event.data)) {
-        for (const auto& block : stored->blocks) EXPECT_TRUE(held.insert(block.hash.value()).second);
-      } else {
-        for (const SequenceHash hash : std::get<KvRemoved>(event.data).hashes) EXPECT_EQ(held.erase(hash.value()), 1U);
-      }
-    }
-    return held;
+    return kvtier::testing::held_by_tier(sink_->events(), StorageTier::Disk);
   }
 
   static std::set<std::uint64_t> resident_hashes(const session::Session& s) {
@@ -127,7 +117,8 @@ class DiskTierSession : public ::testing::TestWithParam<g1::G1Backend> {
     return n;
   }
 
-  std::filesystem::path dir_;
+  std::unique_ptr<kvtier::testing::ScratchDirectory> scratch_;
+  std::filesystem::path dir_;  // the tier's directory, inside the scratch one
   std::shared_ptr<RecordingEventSink> sink_ = std::make_shared<RecordingEventSink>();
 };
 

@@ -15,6 +15,7 @@
 #include "kvtier/core/errors.hpp"
 #include "kvtier/tiers/block_record.hpp"
 #include "kvtier/tiers/disk/direct_file.hpp"
+#include "support/scratch_directory.hpp"
 
 namespace kvtier::tiers::disk {
 namespace {
@@ -31,10 +32,10 @@ AlignedBuffer aligned(std::size_t bytes) {
 class IoQueueTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("kvtier_io_queue_" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir_);
+    scratch_ = std::make_unique<kvtier::testing::ScratchDirectory>("kvtier-io-queue");
+    dir_ = scratch_->path();
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::unique_ptr<kvtier::testing::ScratchDirectory> scratch_;
   std::filesystem::path dir_;
 };
 

@@ -3,6 +3,8 @@
 // whether kvtier was built with liburing.
 #include <cstdint>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "kvtier/core/kv_layout.hpp"
 #include "kvtier/session/session_config.hpp"
@@ -29,5 +31,9 @@ struct DiskTierFacts {
 };
 /// Facts of a tier open_disk_tier made (all zero for another kind of tier).
 DiskTierFacts disk_tier_facts(const tiers::LowerTier& tier) noexcept;
+
+/// The disk tier's usage and counters under the names the script's `stats`
+/// and Python's `metrics()` give them (disk_used, disk_capacity, ...).
+std::vector<std::pair<const char*, std::uint64_t>> disk_tier_counters(const tiers::LowerTier& tier);
 
 }  // namespace kvtier::session
