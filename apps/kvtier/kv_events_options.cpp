@@ -41,6 +41,9 @@ void add_kv_events_options(CLI::App& command, KvEventsOptions& o) {
   command.add_option("--kv-events-medium-g3", o.medium_g3, "the medium G3 (local disk) events name")
       ->check(non_empty())
       ->capture_default_str();
+  command.add_option("--kv-events-medium-g4", o.medium_g4, "the medium G4 (the store shared by instances) events name")
+      ->check(non_empty())
+      ->capture_default_str();
   command
       .add_option("--kv-events-replay-format", o.replay_format,
                   "current | pre-45177: replay answers with the topic frame (vLLM >= 0.26) or without")
@@ -108,7 +111,8 @@ std::unique_ptr<KvEventsOutput> open_kv_events(const KvEventsOptions& o, std::ui
           .wire = events::VllmWireFormat{.encoding = events::parse_vllm_event_encoding(o.encoding),
                                          .device_medium = o.medium_g1,
                                          .host_medium = o.medium_g2,
-                                         .disk_medium = o.medium_g3},
+                                         .disk_medium = o.medium_g3,
+                                         .external_medium = o.medium_g4},
           .endpoint_mode = events::parse_endpoint_mode(o.mode)}),
       o.linger_s);
 }

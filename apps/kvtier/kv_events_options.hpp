@@ -26,6 +26,7 @@ struct KvEventsOptions {
   std::string medium_g1 = "GPU";
   std::string medium_g2 = "CPU_PINNED";
   std::string medium_g3 = "DISK";
+  std::string medium_g4 = "EXTERNAL";
 };
 
 void add_kv_events_options(CLI::App& command, KvEventsOptions& options);

@@ -42,6 +42,13 @@ struct ReplayOptions {
   unsigned disk_queue_depth = session::DiskTierSettings{}.queue_depth;
   unsigned disk_backlog = session::DiskTierSettings{}.backlog;
   bool disk_reformat = false;
+  std::vector<std::string> shared_tier;  // empty: no G4
+  std::string shared_namespace = session::SharedTierSettings{}.key_namespace;
+  std::uint32_t shared_ttl = 0;
+  std::uint32_t shared_in_flight = session::SharedTierSettings{}.max_in_flight;
+  std::uint32_t shared_timeout_ms = session::SharedTierSettings{}.timeout_ms;
+  std::uint32_t instances = 1;
+  std::string route = "round_robin";
   std::uint32_t block_size = kSession.manager.block_size;
   std::string layout = page_layout_name(kSession.layout);
   std::string dtype = dtype_name(kSession.geometry.dtype);
@@ -105,6 +112,13 @@ nlohmann::ordered_json report_json(const replay::ReplayReport& r, const replay::
   out["disk_path"] = config.session.disk ? nlohmann::ordered_json(config.session.disk->path.string())
                                          : nlohmann::ordered_json(nullptr);
   out["disk_blocks"] = config.session.disk ? config.session.disk->blocks : 0;
+  std::string shared_urls;  // as --shared-tier takes them: comma-separated
+  if (config.session.shared) {
+    for (const std::string& url : config.session.shared->urls) shared_urls += (shared_urls.empty() ? "" : ",") + url;
+  }
+  out["shared_tier"] = config.session.shared ? nlohmann::ordered_json(shared_urls) : nlohmann::ordered_json(nullptr);
+  out["instances"] = config.instances;
+  out["route"] = config.route == replay::RouteMode::RoundRobin ? "round_robin" : "hash";
   out["block_size"] = config.session.manager.block_size;
   out["requests"] = r.requests;
   out["prompt_tokens"] = r.prompt_tokens;
@@ -117,6 +131,9 @@ nlohmann::ordered_json report_json(const replay::ReplayReport& r, const replay::
   out["g2_hit_rate"] = r.g2_hit_rate();
   out["g3_hit_blocks"] = r.g3_hit_blocks;
   out["g3_hit_rate"] = r.g3_hit_rate();
+  out["g4_hit_blocks"] = r.g4_hit_blocks;
+  out["g4_hit_rate"] = r.g4_hit_rate();
+  out["hit_rate"] = r.hit_rate();
   out["preemptions"] = r.preemptions;
   out["evictions"] = r.evictions;
   out["swap_outs"] = r.swap_outs;
@@ -136,6 +153,16 @@ nlohmann::ordered_json report_json(const replay::ReplayReport& r, const replay::
   out["g3_checksum_failures"] = r.g3_checksum_failures;
   out["g3_io_failures"] = r.g3_io_failures;
   out["g3_demotions_refused"] = r.g3_demotions_refused;
+  out["g4_blocks_published"] = r.g4_blocks_published;
+  out["g4_already_present"] = r.g4_already_present;
+  out["g4_publishes_refused"] = r.g4_publishes_refused;
+  out["g4_blocks_fetched"] = r.g4_blocks_fetched;
+  out["g4_bytes_fetched"] = r.g4_bytes_fetched;
+  out["g4_fetch_GBps"] = r.g4_fetch_gbps;
+  out["g4_lookups"] = r.g4_lookups;
+  out["g4_values_missing"] = r.g4_values_missing;
+  out["g4_checksum_failures"] = r.g4_checksum_failures;
+  out["g4_errors"] = r.g4_errors;
   out["allocator_ops"] = r.allocator_ops;
   out["kv_tokens_written"] = r.kv_tokens_written;
   out["kv_bytes_written"] = r.kv_bytes_written;
@@ -161,6 +188,33 @@ std::string disk_lines(const nlohmann::ordered_json& j) {
   return out.str();
 }
 
+/// The G4 lines of the report; empty without a shared tier.
+std::string shared_lines(const nlohmann::ordered_json& j) {
+  if (j["shared_tier"].is_null()) return "";
+  std::ostringstream out;
+  out << "G4 shared:     " << j["g4_blocks_published"] << " blocks published (" << j["g4_already_present"]
+      << " there already, " << j["g4_publishes_refused"] << " refused for room), " << j["g4_blocks_fetched"]
+      << " fetched and verified (" << j["g4_bytes_fetched"] << " bytes, " << j["g4_fetch_GBps"].get<double>()
+      << " GB/s) in " << j["g4_lookups"] << " lookups\n"
+      << "G4 faults:     " << j["g4_checksum_failures"] << " checksum failures, " << j["g4_values_missing"]
+      << " values gone, " << j["g4_errors"] << " errors\n";
+  return out.str();
+}
+
+/// One line per instance of `--instances N`.
+std::string instance_lines(const nlohmann::ordered_json& j) {
+  if (!j.contains("per_instance")) return "";
+  std::ostringstream out;
+  std::size_t i = 0;
+  for (const auto& r : j["per_instance"]) {
+    out << "instance " << i++ << ":    " << r["requests"] << " requests, hit rate "
+        << 100.0 * r["hit_rate"].get<double>() << "% (G1 " << r["g1_hit_blocks"] << ", G2 " << r["g2_hit_blocks"]
+        << ", G4 " << r["g4_hit_blocks"] << " of " << r["prompt_blocks"] << "), " << r["g4_blocks_published"]
+        << " published, " << r["mismatches"] << " mismatches\n";
+  }
+  return out.str();
+}
+
 void print_report(const nlohmann::ordered_json& j) {
   const double wall = j["wall_seconds"].get<double>();
   const auto per_second = [&](double n) { return wall > 0 ? n / wall : 0.0; };
@@ -169,6 +223,10 @@ void print_report(const nlohmann::ordered_json& j) {
             << (j["host_blocks"].get<std::uint32_t>() > 0 ? ", " + j["host_blocks"].dump() + " G2 pages" : "")
             << (j["disk_blocks"].get<std::uint32_t>() > 0
                     ? ", " + j["disk_blocks"].dump() + " G3 blocks in " + j["disk_path"].get<std::string>()
+                    : "")
+            << (j["shared_tier"].is_null() ? "" : ", G4 shared at " + j["shared_tier"].get<std::string>())
+            << (j["instances"].get<std::uint32_t>() > 1
+                    ? "; " + j["instances"].dump() + " instances, route " + j["route"].get<std::string>()
                     : "")
             << "\n"
             << "requests:      " << j["requests"] << " (" << j["prompt_tokens"] << " prompt tokens, "
@@ -181,14 +239,17 @@ void print_report(const nlohmann::ordered_json& j) {
                     ? ", G3 " + j["g3_hit_blocks"].dump() + " (" +
                           std::to_string(100.0 * j["g3_hit_rate"].get<double>()) + "%)"
                     : "")
-            << "\n"
+            << (j["shared_tier"].is_null() ? ""
+                                           : ", G4 " + j["g4_hit_blocks"].dump() + " (" +
+                                                 std::to_string(100.0 * j["g4_hit_rate"].get<double>()) + "%)")
+            << "; in all " << 100.0 * j["hit_rate"].get<double>() << "%\n"
             << "G1:            " << j["evictions"] << " evictions, " << j["preemptions"] << " preemptions\n"
             << "offload:       " << j["swap_outs"] << " blocks out (" << j["swap_out_bytes"] << " bytes), "
             << j["swap_ins"] << " back in (" << j["swap_in_bytes"] << " bytes), " << j["failed_copies"]
             << " failed copies; achieved " << j["swap_out_GBps"].get<double>() << " GB/s out, "
             << j["swap_in_GBps"].get<double>() << " GB/s in (floors: copy ends are seen at polls)\n"
-            << disk_lines(j) << "K/V writes:    " << j["kv_tokens_written"] << " tokens through write_kv ("
-            << j["kv_bytes_written"] << " bytes)\n"
+            << disk_lines(j) << shared_lines(j) << instance_lines(j) << "K/V writes:    " << j["kv_tokens_written"]
+            << " tokens through write_kv (" << j["kv_bytes_written"] << " bytes)\n"
             << "allocator:     " << j["allocator_ops"] << " operations, "
             << per_second(j["allocator_ops"].get<double>())
             << " per second of wall time (page writes and checks included)\n"
@@ -253,6 +314,15 @@ int run(const ReplayOptions& o) {
   } else if (o.disk_blocks > 0 || o.disk_reformat) {
     throw ConfigError("--disk-blocks and --disk-reformat need --disk-path");
   }
+  if (!o.shared_tier.empty()) {
+    config.session.shared = session::SharedTierSettings{.urls = o.shared_tier,
+                                                        .key_namespace = o.shared_namespace,
+                                                        .ttl_seconds = o.shared_ttl,
+                                                        .max_in_flight = o.shared_in_flight,
+                                                        .timeout_ms = o.shared_timeout_ms};
+  }
+  config.instances = o.instances;
+  config.route = replay::parse_route_mode(o.route);
   config.max_running = o.max_running;
   config.token_budget = o.token_budget;
   config.output_tokens = o.output_tokens;
@@ -282,7 +352,13 @@ int run(const ReplayOptions& o) {
     if (o.metrics.port || !o.metrics.file.empty())
       throw ConfigError("--metrics-* report one replay, not a --sweep-capacity");
     if (config.session.disk) throw ConfigError("--disk-path keeps blocks between replays: not with --sweep-capacity");
+    if (config.session.shared)
+      throw ConfigError("--shared-tier keeps blocks between replays: not with --sweep-capacity");
+    if (config.instances > 1) throw ConfigError("--instances replays one configuration: not with --sweep-capacity");
     return run_sweep(o, config, *runtime, requests, workload);
+  }
+  if (config.instances > 1 && (!o.kv_events.endpoint.empty() || o.metrics.port || !o.metrics.file.empty())) {
+    throw ConfigError("--kv-events and --metrics-* publish one instance: not with --instances > 1 yet");
   }
   const auto kv_events = open_kv_events(o.kv_events, config.session.manager.block_size, config.session.manager.dp_rank);
   if (kv_events) {
@@ -303,14 +379,27 @@ int run(const ReplayOptions& o) {
   }
   ProgressBar bar("replay");
   config.progress = [&bar](std::size_t done, std::size_t total) { bar.update(done, total); };
-  const replay::ReplayReport report = replay::replay(*runtime, config, requests);
+  const std::vector<replay::ReplayReport> reports = replay::replay_instances(*runtime, config, requests);
+  const replay::ReplayReport report = replay::combine(reports);
   config.progress = nullptr;
-  const auto json = report_json(report, config, workload, runtime_name);
+  auto json = report_json(report, config, workload, runtime_name);
+  if (reports.size() > 1) {
+    json["per_instance"] = nlohmann::ordered_json::array();
+    for (const replay::ReplayReport& r : reports)
+      json["per_instance"].push_back(report_json(r, config, workload, runtime_name));
+  }
   bar.finish();
   print_report(json);
   if (kv_events) std::cout << kv_events->finish() << '\n';
   if (!o.json.empty()) write_json(o.json, json);
-  if (!o.csv.empty()) write_csv(o.csv, nlohmann::ordered_json::array({json}));
+  if (!o.csv.empty()) {  // one row per instance, then the total
+    nlohmann::ordered_json rows =
+        json.contains("per_instance") ? json["per_instance"] : nlohmann::ordered_json::array();
+    nlohmann::ordered_json total = json;
+    total.erase("per_instance");
+    rows.push_back(std::move(total));
+    write_csv(o.csv, rows);
+  }
   if (metrics) metrics->finish();
   return report.mismatches == 0 ? 0 : 1;
 }
@@ -340,6 +429,20 @@ void add_replay_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--disk-backlog", o->disk_backlog, "G3 writes that may wait for the queue (a slot's buffer each)")
       ->capture_default_str();
   cmd->add_flag("--disk-reformat", o->disk_reformat, "discard a G3 tier of another layout found in --disk-path");
+  cmd->add_option("--shared-tier", o->shared_tier,
+                  "G4, a store shared by instances: redis://HOST:PORT, or several (comma-separated) seeds of a "
+                  "Redis Cluster")
+      ->delimiter(',');
+  cmd->add_option("--shared-namespace", o->shared_namespace, "the user's part of every G4 key")->capture_default_str();
+  cmd->add_option("--shared-ttl", o->shared_ttl, "seconds a G4 value lives (0: until Redis evicts it)")
+      ->capture_default_str();
+  cmd->add_option("--shared-in-flight", o->shared_in_flight, "G4 publishes queued at most (beyond: not published)")
+      ->capture_default_str();
+  cmd->add_option("--shared-timeout-ms", o->shared_timeout_ms, "G4: the longest wait for a connect, command or reply")
+      ->capture_default_str();
+  cmd->add_option("--instances", o->instances, "kvtier instances in this process, sharing the G4 store")
+      ->capture_default_str();
+  cmd->add_option("--route", o->route, "how requests go to instances: round_robin | hash")->capture_default_str();
   cmd->add_option("--block-size", o->block_size, "tokens per block (divides 512)")->capture_default_str();
   cmd->add_option("--layout", o->layout, "page-major | layer-major")->capture_default_str();
   cmd->add_option("--dtype", o->dtype, "bf16 | fp16 | fp32 | fp8")->capture_default_str();

@@ -10,6 +10,8 @@ const char* tier_name(StorageTier tier) noexcept {
       return "host_pinned";
     case StorageTier::Disk:
       return "disk";
+    case StorageTier::External:
+      return "external";
   }
   return "?";
 }

@@ -144,7 +144,8 @@ ZmqEventPublisher::ZmqEventPublisher(ZmqPublisherConfig config)
     throw ConfigError("the KV event buffer and queue must hold at least one batch");
   if (config_.hwm < 0) throw ConfigError("the high-water mark must not be negative");
   if (config_.replay_send_timeout_ms < 1) throw ConfigError("the replay send timeout must be at least 1 ms");
-  if (config_.wire.device_medium.empty() || config_.wire.host_medium.empty() || config_.wire.disk_medium.empty()) {
+  if (config_.wire.device_medium.empty() || config_.wire.host_medium.empty() || config_.wire.disk_medium.empty() ||
+      config_.wire.external_medium.empty()) {
     throw ConfigError("a KV event medium name must not be empty");
   }
   mode_ = resolve_endpoint_mode(config_.endpoint, config_.endpoint_mode);

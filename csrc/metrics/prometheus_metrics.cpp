@@ -107,6 +107,8 @@ struct PrometheusMetrics::Series {
   std::optional<TransferSeries> g2_to_g1;
   std::optional<TransferSeries> g2_to_g3;
   std::optional<TransferSeries> g3_to_g2;
+  std::optional<TransferSeries> g2_to_g4;
+  std::optional<TransferSeries> g4_to_g2;
 
   prometheus::Family<prometheus::Gauge>& gauge(const std::string& name, const std::string& help) {
     return prometheus::BuildGauge().Name(name).Help(help).Register(*registry);
@@ -186,6 +188,10 @@ void PrometheusMetrics::update(const KvMetrics& m) {
   if (m.tier(Tier::G3).present) {
     copies(s.g2_to_g3, "G2", "G3", m.g2_to_g3);
     copies(s.g3_to_g2, "G3", "G2", m.g3_to_g2);
+  }
+  if (m.tier(Tier::G4).present) {
+    copies(s.g2_to_g4, "G2", "G4", m.g2_to_g4);
+    copies(s.g4_to_g2, "G4", "G2", m.g4_to_g2);
   }
   s.queries.advance_to(total(m.query_blocks));
   s.advance_optional(s.operations, "kvtier:allocator_operations_total", "Calls into the G1 manager",

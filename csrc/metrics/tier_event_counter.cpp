@@ -7,7 +7,8 @@ namespace kvtier::metrics {
 void TierEventCounter::publish(const KvEvent& event) {
   const std::size_t tier = index(event.tier == StorageTier::Device       ? Tier::G1
                                  : event.tier == StorageTier::HostPinned ? Tier::G2
-                                                                         : Tier::G3);
+                                 : event.tier == StorageTier::Disk       ? Tier::G3
+                                                                         : Tier::G4);
   if (const auto* removed = std::get_if<KvRemoved>(&event.data)) {
     removed_[tier].fetch_add(removed->hashes.size(), std::memory_order_relaxed);
   } else {

@@ -270,6 +270,7 @@ g1::TierProgress OffloadEngine::poll(bool wait) {
       const g1::TieredBlock block = registry_.block(page);
       if (!registry_.land(page, config_.verify_swaps ? checksum(page) : 0)) continue;
       publish_stored(StorageTier::HostPinned, block);
+      if (lower_ && lower_->write_through()) offer_to_lower(page, block);
     }
     progress.released.insert(progress.released.end(), transfer.g1_pages.begin(), transfer.g1_pages.end());
     it = transfers_.erase(it);
@@ -294,7 +295,12 @@ g1::SwapInCopy OffloadEngine::prepare_swap_in(std::span<const PositionalLineageH
   std::vector<bool> pinned;
   std::vector<std::size_t> lower_positions;
   std::vector<SequenceHash> evicted;
-  for (const PositionalLineageHash& plh : plhs) {
+  // The lower tier's answer for plhs[below_from..]: asked once, at the first
+  // block G2 lacks (one round trip to a shared store).
+  std::vector<std::optional<g1::TieredBlock>> below;
+  std::optional<std::size_t> below_from;
+  for (std::size_t i = 0; i < plhs.size(); ++i) {
+    const PositionalLineageHash& plh = plhs[i];
     if (const auto page = registry_.resident_page(plh)) {
       if (config_.verify_swaps && checksum(*page) != registry_.checksum(*page)) {
         ++verify_failures_;
@@ -317,7 +323,11 @@ g1::SwapInCopy OffloadEngine::prepare_swap_in(std::span<const PositionalLineageH
     }
     // Only the tier below holds it: it lands in a G2 page first (G3 -> G2 -> G1).
     if (!lower_ || registry_.contains(plh)) break;
-    const auto block = lower_->find(plh);
+    if (!below_from) {
+      below = lower_->lookup(plhs.subspan(i));
+      below_from = i;
+    }
+    const std::optional<g1::TieredBlock>& block = below[i - *below_from];
     if (!block) break;
     const auto page = reserve_page(*block, evicted);
     if (!page) break;

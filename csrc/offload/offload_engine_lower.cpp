@@ -18,9 +18,13 @@ void OffloadEngine::demote(G2Page page, const HostBlockRegistry::Eviction& evict
     ++verify_failures_;  // damaged in G2: it goes no lower
     return;
   }
+  offer_to_lower(page, evicted.block);
+}
+
+void OffloadEngine::offer_to_lower(G2Page page, const g1::TieredBlock& block) {
   const std::span<const std::byte> bytes(host_pool_.chunk_address(PageId(page.value()), 0), page_bytes());
   std::vector<SequenceHash> removed;
-  switch (lower_->write(evicted.block, bytes, removed)) {
+  switch (lower_->write(block, bytes, removed)) {
     case tiers::LowerTier::WriteStart::Started:
       ++lower_usage_.demoted;
       break;

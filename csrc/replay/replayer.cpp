@@ -12,6 +12,7 @@
 #include "kvtier/driver/request_driver.hpp"
 #include "kvtier/replay/token_kv_writer.hpp"
 #include "kvtier/session/session.hpp"
+#include "kvtier/session/shared_tier_factory.hpp"
 
 namespace kvtier::replay {
 namespace {
@@ -28,8 +29,11 @@ struct Request {
 
 class Replay {
  public:
-  Replay(memory::Runtime& runtime, const ReplayConfig& config, const std::vector<TraceRequest>& requests)
-      : config_(config), requests_(requests) {
+  /// `trace_index`: each request's index in the whole trace (its output
+  /// tokens' seed); empty: its index here.
+  Replay(memory::Runtime& runtime, const ReplayConfig& config, const std::vector<TraceRequest>& requests,
+         std::vector<std::size_t> trace_index = {})
+      : config_(config), requests_(requests), trace_index_(std::move(trace_index)) {
     const std::uint32_t bs = config.session.manager.block_size;
     if (bs < 2 || kTraceBlockTokens % bs != 0) {
       throw ConfigError("block size " + std::to_string(bs) + " must divide the trace's 512-token blocks");
@@ -59,7 +63,9 @@ class Replay {
     manager_ = &session_->manager();
     engine_ = session_->engine();
     if (engine_ != nullptr && engine_->lower_tier() != nullptr) {
-      report_.g3_recovered_blocks = engine_->lower_tier()->used();  // what an earlier process left
+      lower_is_shared_ = engine_->lower_tier()->medium() == StorageTier::External;
+      if (!lower_is_shared_)
+        report_.g3_recovered_blocks = engine_->lower_tier()->used();  // what an earlier process left
     }
     writer_ = std::make_unique<TokenKvWriter>(session_->pool(), config.token_budget);
     if (config.copy_fault_one_in > 0 && (engine_ == nullptr || runtime.faults() == nullptr)) {
@@ -68,24 +74,36 @@ class Replay {
   }
 
   ReplayReport run() {
-    const auto start = std::chrono::steady_clock::now();
-    while (next_arrival_ < requests_.size() || !waiting_.empty() || !running_.empty()) {
-      while (next_arrival_ < requests_.size() && requests_[next_arrival_].timestamp_ms <= now_) arrive();
-      if (waiting_.empty() && running_.empty()) {
-        now_ = requests_[next_arrival_].timestamp_ms;  // idle: jump to the next arrival
-        continue;
-      }
-      const auto step_start = std::chrono::steady_clock::now();
-      step();
-      writer_->flush();  // the step's forward pass has run
-      if (config_.step_end) config_.step_end();
-      if (config_.observe_metrics) {
-        const std::chrono::duration<double> took = std::chrono::steady_clock::now() - step_start;
-        config_.observe_metrics(kv_metrics(), took.count());
-      }
-      now_ += config_.step_ms;
-      if (config_.progress) config_.progress(report_.requests - waiting_.size() - running_.size(), requests_.size());
+    while (!finished()) advance();
+    return finish();
+  }
+
+  bool finished() const { return next_arrival_ >= requests_.size() && waiting_.empty() && running_.empty(); }
+  /// Virtual time: where this replay's next step starts.
+  double now() const { return now_; }
+  std::size_t requests_done() const { return report_.requests - waiting_.size() - running_.size(); }
+
+  /// One scheduler step, or an idle jump to the next arrival.
+  void advance() {
+    while (next_arrival_ < requests_.size() && requests_[next_arrival_].timestamp_ms <= now_) arrive();
+    if (waiting_.empty() && running_.empty()) {
+      now_ = requests_[next_arrival_].timestamp_ms;  // idle: jump to the next arrival
+      return;
     }
+    const auto step_start = std::chrono::steady_clock::now();
+    step();
+    writer_->flush();  // the step's forward pass has run
+    if (config_.step_end) config_.step_end();
+    if (config_.observe_metrics) {
+      const std::chrono::duration<double> took = std::chrono::steady_clock::now() - step_start;
+      config_.observe_metrics(kv_metrics(), took.count());
+    }
+    now_ += config_.step_ms;
+    if (config_.progress) config_.progress(requests_done(), requests_.size());
+  }
+
+  /// Collects the last copies and fills the report.
+  ReplayReport finish() {
     manager_->collect_offloads(true);
     if (config_.step_end) config_.step_end();  // the last collect's events
     report_.evictions = session_->tier_events().removed(metrics::Tier::G1);
@@ -98,10 +116,16 @@ class Replay {
       report_.failed_copies = engine_->stats().failed_transfers;
       report_.swap_out_gbps = engine_->swap_out_usage().gbps();
       report_.swap_in_gbps = engine_->swap_in_usage().gbps();
-      if (const tiers::LowerTier* disk = engine_->lower_tier()) read_disk(*disk);
+      if (const tiers::LowerTier* lower = engine_->lower_tier()) {
+        if (lower_is_shared_) {
+          read_shared(*lower);
+        } else {
+          read_disk(*lower);
+        }
+      }
     }
     report_.virtual_ms = now_;
-    report_.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    report_.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     if (config_.observe_metrics) config_.observe_metrics(kv_metrics(), std::nullopt);
     return report_;
   }
@@ -123,6 +147,23 @@ class Replay {
     report_.g3_demotions_refused = engine_->lower_usage().demotions_refused;
   }
 
+  void read_shared(const tiers::LowerTier& shared) {
+    const tiers::LowerTierStats io = shared.stats();
+    report_.g4_blocks_published = io.blocks_written;
+    report_.g4_publishes_refused = engine_->lower_usage().demotions_refused;
+    report_.g4_blocks_fetched = io.blocks_read;
+    report_.g4_bytes_fetched = io.bytes_read;
+    report_.g4_fetch_gbps = io.read_busy_s > 0.0 ? static_cast<double>(io.bytes_read) / io.read_busy_s / 1e9 : 0.0;
+    report_.g4_checksum_failures = io.checksum_failures;
+    for (const auto& [name, value] : session::shared_tier_counters(shared)) {
+      const std::string_view field(name);
+      if (field == "shared_already_present") report_.g4_already_present = value;
+      if (field == "shared_lookups") report_.g4_lookups = value;
+      if (field == "shared_values_missing") report_.g4_values_missing = value;
+      if (field == "shared_errors") report_.g4_errors = value;
+    }
+  }
+
   /// The tiers now and the report's counters so far.
   metrics::KvMetrics kv_metrics() const {
     metrics::KvMetrics m = session_->tier_metrics();
@@ -130,6 +171,7 @@ class Replay {
     m.tier(metrics::Tier::G1).hit_blocks = report_.g1_hit_blocks;
     m.tier(metrics::Tier::G2).hit_blocks = report_.g2_hit_blocks;
     m.tier(metrics::Tier::G3).hit_blocks = report_.g3_hit_blocks;
+    m.tier(metrics::Tier::G4).hit_blocks = report_.g4_hit_blocks;
     m.allocator_operations = report_.allocator_ops;
     m.pages_verified = report_.pages_verified;
     m.verify_mismatches = report_.mismatches;
@@ -140,11 +182,12 @@ class Replay {
     const TraceRequest& trace = requests_[next_arrival_];
     ActiveSequence sequence(
         synthesize_prompt(trace),
-        ActiveSequenceConfig{.block_size = config_.session.manager.block_size,
-                             .max_output_tokens = config_.output_tokens.value_or(trace.output_length),
-                             .enable_prefix_caching = config_.session.manager.enable_prefix_caching,
-                             .emit_token_ids = config_.emit_token_ids,
-                             .seed = config_.seed ^ next_arrival_});
+        ActiveSequenceConfig{
+            .block_size = config_.session.manager.block_size,
+            .max_output_tokens = config_.output_tokens.value_or(trace.output_length),
+            .enable_prefix_caching = config_.session.manager.enable_prefix_caching,
+            .emit_token_ids = config_.emit_token_ids,
+            .seed = config_.seed ^ (trace_index_.empty() ? next_arrival_ : trace_index_[next_arrival_])});
     waiting_.push_back(Request{.index = next_arrival_,
                                .owner = g1::OwnerId(next_arrival_ + 1),
                                .sequence = std::move(sequence),
@@ -260,9 +303,9 @@ class Replay {
       if (!r.admitted_before) {  // hit rates count a request's first admission
         report_.prompt_blocks += r.prompt_length / bs;
         const std::size_t swapped = std::min(admission.swapped_in, hits);
-        const std::size_t from_g3 = std::min(admission.swapped_in_from_lower, swapped);
-        report_.g3_hit_blocks += from_g3;
-        report_.g2_hit_blocks += swapped - from_g3;
+        const std::size_t from_lower = std::min(admission.swapped_in_from_lower, swapped);
+        (lower_is_shared_ ? report_.g4_hit_blocks : report_.g3_hit_blocks) += from_lower;
+        report_.g2_hit_blocks += swapped - from_lower;
         report_.g1_hit_blocks += hits - swapped;
         r.admitted_before = true;
       }
@@ -378,6 +421,9 @@ class Replay {
 
   ReplayConfig config_;
   const std::vector<TraceRequest>& requests_;
+  std::vector<std::size_t> trace_index_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  bool lower_is_shared_ = false;  // the tier under G2 is G4 (its hits count as G4's)
   std::unique_ptr<session::Session> session_;
   g1::G1Manager* manager_;                 // the session's
   offload::OffloadEngine* engine_;         // the session's G2 tier, or nullptr
@@ -402,6 +448,128 @@ VerifyMode parse_verify_mode(const std::string& name) {
 
 ReplayReport replay(memory::Runtime& runtime, const ReplayConfig& config, const std::vector<TraceRequest>& requests) {
   return Replay(runtime, config, requests).run();
+}
+
+RouteMode parse_route_mode(const std::string& name) {
+  if (name == "round_robin") return RouteMode::RoundRobin;
+  if (name == "hash") return RouteMode::Hash;
+  throw ConfigError("route must be round_robin or hash, not '" + name + "'");
+}
+
+std::vector<ReplayReport> replay_instances(memory::Runtime& runtime, const ReplayConfig& config,
+                                           const std::vector<TraceRequest>& requests) {
+  const std::size_t n = config.instances;
+  if (n == 0 || n > 64) throw ConfigError("instances must be in 1..64");
+  if (n == 1) return {replay(runtime, config, requests)};
+  if (config.step_end || config.observe_metrics) {
+    throw ConfigError("several instances in one process publish no KV events or metrics yet: one instance each");
+  }
+  std::vector<std::vector<TraceRequest>> parts(n);
+  std::vector<std::vector<std::size_t>> indexes(n);
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    const TraceRequest& r = requests[i];
+    // Hash: the first prompt block's id, mixed (ids are small consecutive integers).
+    const std::size_t to = config.route == RouteMode::RoundRobin || r.hash_ids.empty()
+                               ? i % n
+                               : static_cast<std::size_t>((r.hash_ids.front() * 0x9E3779B97F4A7C15ULL) >> 32) % n;
+    parts[to].push_back(r);
+    indexes[to].push_back(i);
+  }
+  ReplayConfig each = config;
+  each.progress = nullptr;
+  std::vector<std::unique_ptr<Replay>> replays;
+  for (std::size_t i = 0; i < n; ++i) {
+    replays.push_back(std::make_unique<Replay>(runtime, each, parts[i], std::move(indexes[i])));
+  }
+  // In virtual time: the instance furthest behind steps next, so no instance
+  // sees what another publishes "later".
+  for (;;) {
+    Replay* next = nullptr;
+    for (const auto& r : replays) {
+      if (!r->finished() && (next == nullptr || r->now() < next->now())) next = r.get();
+    }
+    if (next == nullptr) break;
+    next->advance();
+    if (config.progress) {
+      std::size_t done = 0;
+      for (const auto& r : replays) done += r->requests_done();
+      config.progress(done, requests.size());
+    }
+  }
+  std::vector<ReplayReport> reports;
+  for (const auto& r : replays) reports.push_back(r->finish());
+  return reports;
+}
+
+ReplayReport combine(const std::vector<ReplayReport>& reports) {
+  ReplayReport total;
+  // Byte-weighted bandwidth: the sum of bytes over the sum of each one's busy time.
+  double swap_out_s = 0.0;
+  double swap_in_s = 0.0;
+  double g3_write_s = 0.0;
+  double g3_read_s = 0.0;
+  double g4_fetch_s = 0.0;
+  const auto busy = [](std::size_t bytes, double gbps) { return gbps > 0.0 ? double(bytes) / gbps / 1e9 : 0.0; };
+  const auto rate = [](std::size_t bytes, double seconds) {
+    return seconds > 0.0 ? double(bytes) / seconds / 1e9 : 0.0;
+  };
+  for (const ReplayReport& r : reports) {
+    using Field = std::pair<std::size_t*, std::size_t>;
+    for (const auto& [sum, part] : std::initializer_list<Field>{{&total.requests, r.requests},
+                                                                {&total.prompt_tokens, r.prompt_tokens},
+                                                                {&total.generated_tokens, r.generated_tokens},
+                                                                {&total.steps, r.steps},
+                                                                {&total.prompt_blocks, r.prompt_blocks},
+                                                                {&total.g1_hit_blocks, r.g1_hit_blocks},
+                                                                {&total.g2_hit_blocks, r.g2_hit_blocks},
+                                                                {&total.g3_hit_blocks, r.g3_hit_blocks},
+                                                                {&total.g4_hit_blocks, r.g4_hit_blocks},
+                                                                {&total.preemptions, r.preemptions},
+                                                                {&total.evictions, r.evictions},
+                                                                {&total.swap_outs, r.swap_outs},
+                                                                {&total.swap_ins, r.swap_ins},
+                                                                {&total.swap_out_bytes, r.swap_out_bytes},
+                                                                {&total.swap_in_bytes, r.swap_in_bytes},
+                                                                {&total.kv_tokens_written, r.kv_tokens_written},
+                                                                {&total.kv_bytes_written, r.kv_bytes_written},
+                                                                {&total.failed_copies, r.failed_copies},
+                                                                {&total.g3_recovered_blocks, r.g3_recovered_blocks},
+                                                                {&total.g3_blocks_written, r.g3_blocks_written},
+                                                                {&total.g3_blocks_read, r.g3_blocks_read},
+                                                                {&total.g3_bytes_written, r.g3_bytes_written},
+                                                                {&total.g3_bytes_read, r.g3_bytes_read},
+                                                                {&total.g3_checksum_failures, r.g3_checksum_failures},
+                                                                {&total.g3_io_failures, r.g3_io_failures},
+                                                                {&total.g3_demotions_refused, r.g3_demotions_refused},
+                                                                {&total.g4_blocks_published, r.g4_blocks_published},
+                                                                {&total.g4_already_present, r.g4_already_present},
+                                                                {&total.g4_publishes_refused, r.g4_publishes_refused},
+                                                                {&total.g4_blocks_fetched, r.g4_blocks_fetched},
+                                                                {&total.g4_bytes_fetched, r.g4_bytes_fetched},
+                                                                {&total.g4_lookups, r.g4_lookups},
+                                                                {&total.g4_values_missing, r.g4_values_missing},
+                                                                {&total.g4_checksum_failures, r.g4_checksum_failures},
+                                                                {&total.g4_errors, r.g4_errors},
+                                                                {&total.allocator_ops, r.allocator_ops},
+                                                                {&total.pages_verified, r.pages_verified},
+                                                                {&total.mismatches, r.mismatches}}) {
+      *sum += part;
+    }
+    swap_out_s += busy(r.swap_out_bytes, r.swap_out_gbps);
+    swap_in_s += busy(r.swap_in_bytes, r.swap_in_gbps);
+    g3_write_s += busy(r.g3_bytes_written, r.g3_write_gbps);
+    g3_read_s += busy(r.g3_bytes_read, r.g3_read_gbps);
+    g4_fetch_s += busy(r.g4_bytes_fetched, r.g4_fetch_gbps);
+    if (!total.first_bad_page) total.first_bad_page = r.first_bad_page;
+    total.virtual_ms = std::max(total.virtual_ms, r.virtual_ms);
+    total.wall_seconds = std::max(total.wall_seconds, r.wall_seconds);
+  }
+  total.swap_out_gbps = rate(total.swap_out_bytes, swap_out_s);
+  total.swap_in_gbps = rate(total.swap_in_bytes, swap_in_s);
+  total.g3_write_gbps = rate(total.g3_bytes_written, g3_write_s);
+  total.g3_read_gbps = rate(total.g3_bytes_read, g3_read_s);
+  total.g4_fetch_gbps = rate(total.g4_bytes_fetched, g4_fetch_s);
+  return total;
 }
 
 }  // namespace kvtier::replay

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "kvtier/session/disk_tier_factory.hpp"
+#include "kvtier/session/shared_tier_factory.hpp"
 
 namespace kvtier::session {
 
@@ -32,16 +33,17 @@ void Session::build(memory::Runtime* borrowed) {
     memory_ = std::make_shared<PageMemory>(memory::make_runtime(config_.device), layout);
   }
   if (config_.host_blocks != 0) {
-    std::unique_ptr<tiers::LowerTier> disk;
-    if (config_.disk) {  // G2 pages are page-major whatever G1's layout: so are G3's
-      disk = open_disk_tier(*config_.disk, KvLayout(layout.geometry(), PageLayout::PageMajor, 1));
-    }
+    // G2 pages are page-major whatever G1's layout: so are the tiers' below it.
+    const KvLayout g2_layout(layout.geometry(), PageLayout::PageMajor, 1);
+    std::unique_ptr<tiers::LowerTier> lower;
+    if (config_.disk) lower = open_disk_tier(*config_.disk, g2_layout);
+    if (config_.shared) lower = open_shared_tier(*config_.shared, g2_layout);
     engine_ = std::make_shared<offload::OffloadEngine>(
         runtime(), pool(),
         offload::OffloadConfig{.host_blocks = config_.host_blocks,
                                .batch_blocks = config_.offload_batch.value_or(offload::OffloadConfig{}.batch_blocks),
                                .verify_swaps = config_.verify_swaps},
-        std::move(disk));
+        std::move(lower));
     manager->attach_offload_engine(engine_);
   }
   manager_ = std::move(manager);

@@ -4,6 +4,7 @@
 
 #include "kvtier/core/errors.hpp"
 #include "kvtier/g1/eviction_policy.hpp"
+#include "kvtier/tiers/shared/redis_url.hpp"
 
 namespace kvtier::session {
 
@@ -28,6 +29,19 @@ void SessionConfig::validate() const {
     if (disk->blocks == 0) throw ConfigError("the disk tier needs disk_blocks > 0");
     if (disk->queue_depth == 0 || disk->queue_depth > 4096) throw ConfigError("disk_queue_depth must be in 1..4096");
     if (disk->backlog > 65536) throw ConfigError("disk_backlog must be at most 65536 blocks");
+  }
+  if (shared) {
+    if (host_blocks == 0) throw ConfigError("the shared tier (G4) sits under G2: it needs host_blocks > 0");
+    if (disk) throw ConfigError("a disk tier (G3) and a shared tier (G4) together are not supported yet: give one");
+    if (shared->urls.empty()) throw ConfigError("the shared tier needs at least one redis:// URL");
+    for (const std::string& url : shared->urls) (void)tiers::shared::parse_redis_url(url);
+    if (shared->key_namespace.empty()) throw ConfigError("the shared tier's key namespace must not be empty");
+    if (shared->max_in_flight == 0 || shared->max_in_flight > 65536) {
+      throw ConfigError("the shared tier's in-flight bound must be in 1..65536 blocks");
+    }
+    if (shared->timeout_ms == 0 || shared->timeout_ms > 60000) {
+      throw ConfigError("the shared tier's timeout must be in 1..60000 ms");
+    }
   }
 }
 

@@ -21,7 +21,7 @@ void bind_publisher(nb::module_& module) {
           [](events::ZmqEventPublisher* self, std::string endpoint, std::string replay_endpoint, std::string topic,
              std::size_t buffer_steps, int hwm, std::size_t max_queue, std::uint32_t data_parallel_rank,
              const std::string& replay_format, const std::string& endpoint_mode, const std::string& encoding,
-             std::string medium_g1, std::string medium_g2, std::string medium_g3) {
+             std::string medium_g1, std::string medium_g2, std::string medium_g3, std::string medium_g4) {
             new (self) events::ZmqEventPublisher(events::ZmqPublisherConfig{
                 .endpoint = std::move(endpoint),
                 .replay_endpoint = std::move(replay_endpoint),
@@ -34,13 +34,14 @@ void bind_publisher(nb::module_& module) {
                 .wire = events::VllmWireFormat{.encoding = events::parse_vllm_event_encoding(encoding),
                                                .device_medium = std::move(medium_g1),
                                                .host_medium = std::move(medium_g2),
-                                               .disk_medium = std::move(medium_g3)},
+                                               .disk_medium = std::move(medium_g3),
+                                               .external_medium = std::move(medium_g4)},
                 .endpoint_mode = events::parse_endpoint_mode(endpoint_mode)});
           },
           "endpoint"_a, nb::kw_only(), "replay_endpoint"_a = "", "topic"_a = "", "buffer_steps"_a = 10000,
           "hwm"_a = 100000, "max_queue"_a = 100000, "data_parallel_rank"_a = 0, "replay_format"_a = "current",
           "endpoint_mode"_a = "auto", "encoding"_a = "map", "medium_g1"_a = "GPU", "medium_g2"_a = "CPU_PINNED",
-          "medium_g3"_a = "DISK",
+          "medium_g3"_a = "DISK", "medium_g4"_a = "EXTERNAL",
           "replay_format: 'current' (vLLM PR #45177: replay answers carry the topic frame) or 'pre-45177'; "
           "endpoint_mode: 'auto' (bind a wildcard, ipc:// or local endpoint, connect to a remote host, as vLLM), "
           "'bind' or 'connect'; encoding: 'map' (vLLM's current tagged maps) or 'array' (older tagged arrays); "

@@ -11,7 +11,7 @@ namespace kvtier {
 
 /// Router storage tier of an event: G1 device memory, G2 pinned host memory
 /// or G3 local disk.
-enum class StorageTier : std::uint8_t { Device, HostPinned, Disk };
+enum class StorageTier : std::uint8_t { Device, HostPinned, Disk, External };
 
 struct StoredBlock {
   SequenceHash hash;

@@ -30,9 +30,10 @@ VllmEventEncoding parse_vllm_event_encoding(const std::string& name);
 /// Dynamo mapped vLLM's own "CPU" to the device tier); "CPU" is one setting away.
 struct VllmWireFormat {
   VllmEventEncoding encoding = VllmEventEncoding::Map;
-  std::string device_medium = "GPU";       // G1
-  std::string host_medium = "CPU_PINNED";  // G2 (pinned host memory)
-  std::string disk_medium = "DISK";        // G3 (local disk): vLLM's and Dynamo's name
+  std::string device_medium = "GPU";         // G1
+  std::string host_medium = "CPU_PINNED";    // G2 (pinned host memory)
+  std::string disk_medium = "DISK";          // G3 (local disk): vLLM's and Dynamo's name
+  std::string external_medium = "EXTERNAL";  // G4 (a store shared by instances)
   const std::string& medium(StorageTier tier) const noexcept {
     switch (tier) {
       case StorageTier::Device:
@@ -40,9 +41,11 @@ struct VllmWireFormat {
       case StorageTier::HostPinned:
         return host_medium;
       case StorageTier::Disk:
+        return disk_medium;
+      case StorageTier::External:
         break;
     }
-    return disk_medium;
+    return external_medium;
   }
 };
 

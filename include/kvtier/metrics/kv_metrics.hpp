@@ -15,13 +15,13 @@
 
 namespace kvtier::metrics {
 
-enum class Tier : std::uint8_t { G1, G2, G3 };
-inline constexpr std::array<Tier, 3> kTiers{Tier::G1, Tier::G2, Tier::G3};
-/// "G1", "G2" or "G3": the `tier` label.
+enum class Tier : std::uint8_t { G1, G2, G3, G4 };
+inline constexpr std::array<Tier, 4> kTiers{Tier::G1, Tier::G2, Tier::G3, Tier::G4};
+/// "G1" .. "G4": the `tier` label.
 const char* tier_label(Tier tier) noexcept;
 
 struct TierMetrics {
-  bool present = false;  // G2 only when an offload tier is attached, G3 when a disk tier is under it
+  bool present = false;  // G2 only when an offload tier is attached, G3 (G4) when a disk (shared) tier is under it
   std::size_t capacity_blocks = 0;
   std::size_t used_blocks = 0;          // G1: held by requests; G2: resident or landing
   std::size_t cached_blocks = 0;        // G1: inactive (reusable, evictable); G2: resident or landing
@@ -45,6 +45,8 @@ struct KvMetrics {
   TransferMetrics g2_to_g1;
   TransferMetrics g2_to_g3;            // blocks written into G3 (demoted from G2)
   TransferMetrics g3_to_g2;            // blocks read from G3, verified
+  TransferMetrics g2_to_g4;            // blocks published to G4 (by this instance's SET)
+  TransferMetrics g4_to_g2;            // blocks fetched from G4, verified
   std::uint64_t failed_transfers = 0;  // copies that failed: their blocks were dropped, not served
   // Counted by the front doors that do it (the replay), absent elsewhere.
   std::optional<std::uint64_t> allocator_operations;

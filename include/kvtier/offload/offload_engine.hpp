@@ -51,7 +51,7 @@ struct CopyUsage {
 
 /// Blocks that moved between G2 and the tier below it (G3).
 struct LowerTierUsage {
-  std::uint64_t demoted = 0;            // G2 evictions whose write into the lower tier started
+  std::uint64_t demoted = 0;            // G2 evictions (landings, write-through) whose write started
   std::uint64_t demotions_skipped = 0;  // held there already (written once)
   std::uint64_t demotions_refused = 0;  // no room for the write: the block was lost
   std::uint64_t promoted = 0;           // blocks read back into G2 for a swap-in, verified
@@ -160,6 +160,8 @@ class OffloadEngine final : public g1::OffloadTier {
   void publish_stored(StorageTier tier, const g1::TieredBlock& block);
   /// Offers a block G2 evicted from `page` (still holding its bytes) to the lower tier.
   void demote(G2Page page, const HostBlockRegistry::Eviction& evicted);
+  /// Starts writing the block `page` holds into the lower tier (counted in lower_usage_).
+  void offer_to_lower(G2Page page, const g1::TieredBlock& block);
   /// Reserves a G2 page for `block` (demoting what it evicts); nullopt when none is free.
   std::optional<G2Page> reserve_page(const g1::TieredBlock& block, std::vector<SequenceHash>& removed);
   /// Issues the transfer's waiting lower-tier reads while the tier has room.

@@ -25,6 +25,12 @@ enum class VerifyMode : std::uint8_t { Off, Sample, Full };
 /// "off", "sample" or "full"; ConfigError otherwise.
 VerifyMode parse_verify_mode(const std::string& name);
 
+/// How `--instances N` spreads requests: in turn, or by the hash of the
+/// first prompt block (a prefix-aware router's affinity).
+enum class RouteMode : std::uint8_t { RoundRobin, Hash };
+/// "round_robin" or "hash"; ConfigError otherwise.
+RouteMode parse_route_mode(const std::string& name);
+
 struct ReplayConfig {
   /// G1 (its block size must divide 512), the page layout, the G2 tier, more
   /// listeners of the KV events (a ZMQ publisher); the session's defaults.
@@ -51,6 +57,11 @@ struct ReplayConfig {
   /// step's wall time, and once more after the last collect (no step time):
   /// the Prometheus exporter. Its figures agree with the report's.
   std::function<void(const metrics::KvMetrics&, std::optional<double> step_seconds)> observe_metrics{};
+  /// kvtier instances in this process (replay_instances): each its own
+  /// session (G1, G2, threads), requests routed among them, all on one
+  /// shared tier when the session has one.
+  std::uint32_t instances = 1;
+  RouteMode route = RouteMode::RoundRobin;
 };
 
 struct ReplayReport {
@@ -84,6 +95,18 @@ struct ReplayReport {
   std::size_t g3_checksum_failures = 0;  // reads that did not verify: dropped, the request recomputed
   std::size_t g3_io_failures = 0;        // failed or short reads and writes
   std::size_t g3_demotions_refused = 0;  // G2 evictions G3 had no room for at that moment
+  // The G4 shared tier (all 0 without one).
+  std::size_t g4_hit_blocks = 0;         // swapped in from G4, through G2
+  std::size_t g4_blocks_published = 0;   // values this instance's SET stored
+  std::size_t g4_already_present = 0;    // publishes another instance had made first (SET NX refused)
+  std::size_t g4_publishes_refused = 0;  // G2 evictions not published: the in-flight bound was full
+  std::size_t g4_blocks_fetched = 0;     // read and verified
+  std::size_t g4_bytes_fetched = 0;
+  double g4_fetch_gbps = 0.0;            // bytes / time with a fetch in flight (a floor)
+  std::size_t g4_lookups = 0;            // pipelined header lookups (one per swap-in that reached G4)
+  std::size_t g4_values_missing = 0;     // found by a lookup, gone when read (evicted, a shard restarted)
+  std::size_t g4_checksum_failures = 0;  // values that did not check (garbage, another layout): misses
+  std::size_t g4_errors = 0;             // commands without an answer or with an error reply
   std::size_t allocator_ops = 0;         // manager calls made by the replay
   std::size_t pages_verified = 0;
   std::size_t mismatches = 0;
@@ -93,10 +116,27 @@ struct ReplayReport {
   double g1_hit_rate() const { return prompt_blocks == 0 ? 0.0 : double(g1_hit_blocks) / double(prompt_blocks); }
   double g2_hit_rate() const { return prompt_blocks == 0 ? 0.0 : double(g2_hit_blocks) / double(prompt_blocks); }
   double g3_hit_rate() const { return prompt_blocks == 0 ? 0.0 : double(g3_hit_blocks) / double(prompt_blocks); }
+  double g4_hit_rate() const { return prompt_blocks == 0 ? 0.0 : double(g4_hit_blocks) / double(prompt_blocks); }
+  /// Prompt blocks found in any tier, over prompt blocks.
+  double hit_rate() const {
+    return prompt_blocks == 0
+               ? 0.0
+               : double(g1_hit_blocks + g2_hit_blocks + g3_hit_blocks + g4_hit_blocks) / double(prompt_blocks);
+  }
 };
 
 /// Throws ConfigError for an impossible configuration (a block size that does
 /// not divide 512, a zero budget or running limit, a request longer than G1).
 ReplayReport replay(memory::Runtime& runtime, const ReplayConfig& config, const std::vector<TraceRequest>& requests);
+
+/// The replay of config.instances kvtier instances in one process, each its
+/// own session on `runtime`, requests routed among them by config.route and
+/// interleaved in virtual time (the instance furthest behind steps next).
+/// One report per instance; combine() sums them.
+std::vector<ReplayReport> replay_instances(memory::Runtime& runtime, const ReplayConfig& config,
+                                           const std::vector<TraceRequest>& requests);
+/// The reports' counts summed; rates follow from the sums, bandwidths are
+/// byte-weighted.
+ReplayReport combine(const std::vector<ReplayReport>& reports);
 
 }  // namespace kvtier::replay

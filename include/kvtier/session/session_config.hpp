@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -29,6 +30,19 @@ struct DiskTierSettings {
 };
 inline constexpr const char* kDiskTierFile = "kvtier-g3.slots";
 
+/// A G4 tier under G2: a store shared by many instances on Redis
+/// (docs/shared-tier.md).
+struct SharedTierSettings {
+  /// redis://HOST[:PORT]: one node, or several seeds of a Redis Cluster.
+  std::vector<std::string> urls;
+  /// The user's part of every key (instances share under the same one).
+  std::string key_namespace = "kvtier";
+  std::uint32_t ttl_seconds = 0;  // 0: until Redis evicts
+  /// Blocks queued for publishing: a burst of G2 evictions beyond it is not published.
+  std::uint32_t max_in_flight = 256;
+  std::uint32_t timeout_ms = 250;  // per connect, command and reply
+};
+
 /// The defaults (docs/architecture.md, "Sessions"): the native backend with
 /// prefix caching, 4096 G1 pages of 16 tokens, 2 layers x 2 KV heads x 64
 /// dims in bf16, page-major (one chunk a page: what offload copies), the
@@ -47,6 +61,9 @@ struct SessionConfig {
   bool verify_swaps = false;
   /// A G3 disk tier under G2 (needs host_blocks > 0 and a build with liburing).
   std::optional<DiskTierSettings> disk{};
+  /// A G4 shared tier under G2 (needs host_blocks > 0 and a build with
+  /// hiredis; not with a disk tier yet).
+  std::optional<SharedTierSettings> shared{};
   /// Listeners of the manager's KV events, besides the session's own counter.
   std::vector<std::shared_ptr<KvEventSink>> event_sinks{};
 

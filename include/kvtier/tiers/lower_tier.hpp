@@ -56,18 +56,32 @@ class LowerTier {
  public:
   virtual ~LowerTier() = default;
 
-  /// The medium its KV events name (Disk for G3).
+  /// The medium its KV events name (Disk for G3, External for G4).
   virtual StorageTier medium() const noexcept = 0;
   /// The bytes of one block: one page of the G2 layout.
   virtual std::size_t page_bytes() const noexcept = 0;
   virtual std::uint32_t capacity() const noexcept = 0;
+  /// True: the tier takes each block as it lands in G2, not only once G2
+  /// evicts it (a shared tier: other instances hit a block while it is
+  /// still in this one's G2; G2's eviction then finds it written).
+  virtual bool write_through() const noexcept { return false; }
   /// Resident blocks and blocks being written.
   virtual std::size_t used() const noexcept = 0;
   /// Resident or being written: the presence filter of a demotion.
   virtual bool contains(const PositionalLineageHash& plh) const = 0;
   /// The block `plh` names when it is resident (readable now).
   virtual std::optional<g1::TieredBlock> find(const PositionalLineageHash& plh) const = 0;
-  /// Every resident block, least recently used first.
+  /// Of `plhs`, each block the tier holds and can read now (nullopt where
+  /// it holds none), in one round trip for a remote tier; what it found is
+  /// what find() answers until the tier learns otherwise.
+  virtual std::vector<std::optional<g1::TieredBlock>> lookup(std::span<const PositionalLineageHash> plhs) {
+    std::vector<std::optional<g1::TieredBlock>> found;
+    found.reserve(plhs.size());
+    for (const PositionalLineageHash& plh : plhs) found.push_back(find(plh));
+    return found;
+  }
+  /// Every resident block, least recently used first (a shared tier: none;
+  /// it does not list what other instances stored).
   virtual std::vector<g1::TieredBlock> resident_blocks() const = 0;
 
   enum class WriteStart : std::uint8_t { Started, Present, NoRoom };

@@ -1,0 +1,56 @@
+#include "kvtier/session/shared_tier_factory.hpp"
+
+#include "kvtier/core/errors.hpp"
+#include "kvtier/tiers/shared/redis_url.hpp"
+
+#if KVTIER_WITH_REDIS
+#include "kvtier/tiers/shared/shared_store.hpp"
+#endif
+
+namespace kvtier::session {
+
+bool shared_tier_available() noexcept { return KVTIER_WITH_REDIS != 0; }
+
+#if KVTIER_WITH_REDIS
+
+std::unique_ptr<tiers::LowerTier> open_shared_tier(const SharedTierSettings& settings, const KvLayout& g2_layout) {
+  tiers::shared::SharedStoreConfig config{.endpoints = {},
+                                          .key_namespace = settings.key_namespace,
+                                          .ttl_seconds = settings.ttl_seconds,
+                                          .max_writes_in_flight = settings.max_in_flight,
+                                          .max_reads_in_flight = settings.max_in_flight,
+                                          .timeout = std::chrono::milliseconds(settings.timeout_ms),
+                                          .retry_after = std::chrono::milliseconds(1000)};
+  for (const std::string& url : settings.urls) config.endpoints.push_back(tiers::shared::parse_redis_url(url));
+  return std::make_unique<tiers::shared::SharedStore>(std::move(config), g2_layout);
+}
+
+std::vector<std::pair<const char*, std::uint64_t>> shared_tier_counters(const tiers::LowerTier& tier) {
+  const auto* store = dynamic_cast<const tiers::shared::SharedStore*>(&tier);
+  if (store == nullptr) return {};
+  const tiers::LowerTierStats io = store->stats();
+  const tiers::shared::SharedStoreStats shared = store->shared_stats();
+  return {{"shared_known", store->used()},
+          {"shared_blocks_published", io.blocks_written},
+          {"shared_already_present", shared.already_present},
+          {"shared_publishes_refused", io.writes_refused},
+          {"shared_lookups", shared.lookups},
+          {"shared_lookup_hits", shared.lookup_hits},
+          {"shared_blocks_fetched", io.blocks_read},
+          {"shared_values_missing", shared.values_missing},
+          {"shared_checksum_failures", io.checksum_failures},
+          {"shared_other_layout", shared.other_layout},
+          {"shared_errors", shared.errors}};
+}
+
+#else
+
+std::unique_ptr<tiers::LowerTier> open_shared_tier(const SharedTierSettings&, const KvLayout&) {
+  throw ConfigError("this kvtier was built without hiredis: no shared tier (scripts/install-deps.sh, KVTIER_REDIS=ON)");
+}
+
+std::vector<std::pair<const char*, std::uint64_t>> shared_tier_counters(const tiers::LowerTier&) { return {}; }
+
+#endif
+
+}  // namespace kvtier::session

@@ -1,0 +1,365 @@
+#include "kvtier/tiers/shared/shared_store.hpp"
+
+#include <hiredis/hiredis.h>
+
+#include <cstdio>
+#include <cstring>
+#include <utility>
+
+#include "kvtier/core/errors.hpp"
+#include "kvtier/core/expects.hpp"
+#include "kvtier/tiers/block_record.hpp"
+
+namespace kvtier::tiers::shared {
+namespace {
+
+// Writes sent per pipeline: enough to hide the round trip, few enough that a
+// read queued behind them waits for little.
+constexpr std::size_t kWriteBatch = 32;
+
+std::string hex(std::uint64_t value) {
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(value));
+  return text;
+}
+
+std::span<const std::byte> bytes_of(const redisReply& reply) {
+  return {reinterpret_cast<const std::byte*>(reply.str), reply.len};
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+SharedStore::SharedStore(SharedStoreConfig config, const KvLayout& layout)
+    : config_(std::move(config)),
+      page_bytes_(layout.page_bytes()),
+      header_bytes_(record_header_bytes(layout.geometry().tokens_per_block)),
+      fingerprint_(layout_fingerprint(layout)),
+      lookup_cluster_(RedisClusterConfig{
+          .seeds = config_.endpoints, .timeout = config_.timeout, .retry_after = config_.retry_after}),
+      worker_cluster_(RedisClusterConfig{
+          .seeds = config_.endpoints, .timeout = config_.timeout, .retry_after = config_.retry_after}) {
+  if (config_.key_namespace.empty()) throw ConfigError("the shared tier's key namespace must not be empty");
+  if (config_.max_writes_in_flight == 0 || config_.max_reads_in_flight == 0) {
+    throw ConfigError("the shared tier needs room for at least one write and one read in flight");
+  }
+  if (config_.timeout.count() <= 0) throw ConfigError("the shared tier's timeout must be at least 1 ms");
+  key_prefix_ = config_.key_namespace + ":" + hex(fingerprint_) + ":";
+  worker_ = std::thread([this] { work(); });
+}
+
+SharedStore::~SharedStore() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  work_ready_.notify_all();
+  worker_.join();
+}
+
+std::string SharedStore::key(const PositionalLineageHash& plh) const {
+  return key_prefix_ + hex(plh.high()) + hex(plh.low());
+}
+
+std::optional<g1::TieredBlock> SharedStore::find(const PositionalLineageHash& plh) const {
+  const auto it = known_.find(plh);
+  if (it == known_.end()) return std::nullopt;
+  return it->second;
+}
+
+void SharedStore::note_failure(std::string_view what) {
+  // Under mutex_.
+  ++shared_.errors;
+  shared_.degraded = true;
+  if (said_down_) return;
+  said_down_ = true;
+  std::fprintf(stderr, "kvtier: the shared tier did not answer (%.*s); this instance goes on with its local tiers\n",
+               static_cast<int>(what.size()), what.data());
+}
+
+std::vector<std::optional<g1::TieredBlock>> SharedStore::lookup(std::span<const PositionalLineageHash> plhs) {
+  std::vector<std::optional<g1::TieredBlock>> found(plhs.size());
+  if (plhs.empty()) return found;
+  std::vector<std::string> keys;
+  keys.reserve(plhs.size());
+  for (const PositionalLineageHash& plh : plhs) keys.push_back(key(plh));
+  const std::string last = std::to_string(header_bytes_ - 1);
+  std::vector<RedisCommand> commands;
+  commands.reserve(keys.size());
+  for (const std::string& k : keys) commands.push_back(RedisCommand{.args = {"GETRANGE", k, "0", last}});
+  const auto replies = lookup_cluster_.run(commands);
+  std::vector<std::string> bad;
+  std::size_t hits = 0;
+  std::size_t failed = 0;
+  std::size_t other_layout = 0;
+  for (std::size_t i = 0; i < plhs.size(); ++i) {
+    const redisReply* reply = replies[i].get();
+    if (reply == nullptr || reply->type == REDIS_REPLY_ERROR) {
+      ++failed;
+    } else if (reply->type == REDIS_REPLY_STRING && reply->len > 0) {
+      BlockRecordMeta meta;
+      const RecordCheck check = read_record_header(bytes_of(*reply), fingerprint_, meta);
+      if (check == RecordCheck::Ok && meta.block.plh == plhs[i] && meta.payload_bytes == page_bytes_) {
+        found[i] = meta.block;
+        known_.insert_or_assign(plhs[i], std::move(meta.block));
+        ++hits;
+        continue;
+      }
+      if (check == RecordCheck::OtherLayout) ++other_layout;
+      bad.push_back(keys[i]);  // garbage under our key would refuse every publish of the block (NX)
+    }
+    known_.erase(plhs[i]);  // gone, or not what it should be
+  }
+  if (!bad.empty()) delete_values(lookup_cluster_, bad);
+  std::lock_guard lock(mutex_);
+  ++shared_.lookups;
+  shared_.lookup_blocks += plhs.size();
+  shared_.lookup_hits += hits;
+  shared_.other_layout += other_layout;
+  stats_.checksum_failures += bad.size();
+  if (failed > 0) {
+    note_failure(lookup_cluster_.last_error());
+    shared_.errors += failed - 1;
+  } else {
+    shared_.degraded = false;
+  }
+  shared_.redirections += lookup_cluster_.redirections() - lookup_redirections_;
+  lookup_redirections_ = lookup_cluster_.redirections();
+  return found;
+}
+
+void SharedStore::delete_values(RedisCluster& cluster, const std::vector<std::string>& keys) {
+  std::vector<RedisCommand> commands;
+  for (const std::string& k : keys) commands.push_back(RedisCommand{.args = {"DEL", k}});
+  const auto replies = cluster.run(commands);
+  std::size_t deleted = 0;
+  for (const auto& reply : replies) deleted += reply != nullptr && reply->type == REDIS_REPLY_INTEGER ? 1 : 0;
+  std::lock_guard lock(mutex_);
+  shared_.values_deleted += deleted;
+}
+
+LowerTier::WriteStart SharedStore::write(const g1::TieredBlock& block, std::span<const std::byte> payload,
+                                         std::vector<SequenceHash>&) {
+  if (contains(block.plh)) return WriteStart::Present;
+  KVTIER_EXPECTS(payload.size() == page_bytes_, "a shared-tier block is one page of ", page_bytes_, " bytes, not ",
+                 payload.size());
+  const std::size_t tokens = block.token_ids ? block.token_ids->size() : 0;
+  const std::size_t header = record_header_bytes(tokens);
+  {
+    std::lock_guard lock(mutex_);
+    if (writes_in_flight_ >= config_.max_writes_in_flight) {
+      ++stats_.writes_refused;
+      return WriteStart::NoRoom;
+    }
+    ++writes_in_flight_;
+  }
+  WriteJob job{.block = block, .key = key(block.plh), .value = std::string(header + payload.size(), '\0')};
+  write_record_header(std::as_writable_bytes(std::span(job.value.data(), header)), block, fingerprint_, ++generation_,
+                      payload);
+  std::memcpy(job.value.data() + header, payload.data(), payload.size());
+  publishing_.insert(block.plh);
+  {
+    std::lock_guard lock(mutex_);
+    writes_.push_back(std::move(job));
+  }
+  work_ready_.notify_one();
+  return WriteStart::Started;
+}
+
+std::size_t SharedStore::read_room() const noexcept {
+  std::lock_guard lock(mutex_);
+  return config_.max_reads_in_flight - std::min<std::size_t>(config_.max_reads_in_flight, reads_in_flight_);
+}
+
+std::optional<std::uint64_t> SharedStore::read(std::span<const PositionalLineageHash> plhs,
+                                               std::span<std::byte* const> pages) {
+  KVTIER_EXPECTS(plhs.size() == pages.size(), "a read needs one page per block");
+  ReadJob job{.id = next_read_++, .blocks = {}, .pages = std::vector<std::byte*>(pages.begin(), pages.end())};
+  for (const PositionalLineageHash& plh : plhs) {
+    const auto it = known_.find(plh);
+    KVTIER_EXPECTS(it != known_.end(), "a shared-tier read of a block no lookup found: ", plh.to_string());
+    job.blocks.push_back(it->second);
+  }
+  {
+    std::lock_guard lock(mutex_);
+    if (reads_in_flight_ + plhs.size() > config_.max_reads_in_flight) return std::nullopt;
+    reads_in_flight_ += plhs.size();
+    reads_.push_back(std::move(job));
+  }
+  work_ready_.notify_one();
+  return next_read_ - 1;
+}
+
+void SharedStore::work() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    work_ready_.wait(lock, [this] { return stop_ || !writes_.empty() || !reads_.empty(); });
+    if (writes_.empty() && reads_.empty()) return;  // stopping, nothing left
+    // Reads first: a request waits on them; publishing can wait.
+    std::vector<ReadJob> reads(std::make_move_iterator(reads_.begin()), std::make_move_iterator(reads_.end()));
+    reads_.clear();
+    std::vector<WriteJob> writes;
+    while (!writes_.empty() && writes.size() < kWriteBatch) {
+      writes.push_back(std::move(writes_.front()));
+      writes_.pop_front();
+    }
+    lock.unlock();
+    if (!reads.empty()) run_reads(reads);
+    if (!writes.empty()) run_writes(writes);
+    lock.lock();
+    work_done_.notify_all();
+  }
+}
+
+void SharedStore::run_writes(std::vector<WriteJob>& jobs) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::string ttl = std::to_string(config_.ttl_seconds);
+  std::vector<RedisCommand> commands;
+  for (const WriteJob& job : jobs) {
+    RedisCommand command{.args = {"SET", job.key, job.value, "NX"}};
+    if (config_.ttl_seconds > 0) command.args.insert(command.args.end(), {"EX", ttl});
+    commands.push_back(std::move(command));
+  }
+  const auto replies = worker_cluster_.run(commands);
+  const double took = seconds_since(start);
+  std::lock_guard lock(mutex_);
+  stats_.write_busy_s += took;
+  std::size_t failed = 0;
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    const redisReply* reply = replies[i].get();
+    WriteDone done{.block = std::move(jobs[i].block), .stored = false};
+    if (reply != nullptr && reply->type == REDIS_REPLY_STATUS) {  // OK: this SET stored it
+      done.stored = true;
+      ++stats_.blocks_written;
+      stats_.bytes_written += page_bytes_;
+    } else if (reply != nullptr && reply->type == REDIS_REPLY_NIL) {  // NX: it was there already
+      done.stored = true;
+      ++shared_.already_present;
+    } else {
+      ++stats_.write_failures;
+      ++failed;
+    }
+    writes_done_.push_back(std::move(done));
+  }
+  writes_in_flight_ -= jobs.size();
+  count_worker_redirections();
+  if (failed > 0) {
+    note_failure(worker_cluster_.last_error());
+    shared_.errors += failed - 1;
+  }
+}
+
+void SharedStore::run_reads(std::vector<ReadJob>& jobs) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::string> keys;
+  for (const ReadJob& job : jobs) {
+    for (const g1::TieredBlock& block : job.blocks) keys.push_back(key(block.plh));
+  }
+  std::vector<RedisCommand> commands;
+  commands.reserve(keys.size());
+  for (const std::string& k : keys) commands.push_back(RedisCommand{.args = {"GET", k}});
+  const auto replies = worker_cluster_.run(commands);
+  std::vector<std::string> bad;
+  std::size_t failed = 0;
+  std::size_t missing = 0;
+  std::size_t other_layout = 0;
+  std::size_t bytes = 0;
+  std::vector<LowerRead> done;
+  std::vector<SequenceHash> dropped;
+  std::size_t next = 0;
+  for (ReadJob& job : jobs) {
+    LowerRead read{.id = job.id, .ok = std::vector<bool>(job.blocks.size(), false), .blocks = job.blocks};
+    for (std::size_t b = 0; b < job.blocks.size(); ++b, ++next) {
+      const redisReply* reply = replies[next].get();
+      if (reply == nullptr || reply->type == REDIS_REPLY_ERROR) {
+        ++failed;
+        continue;
+      }
+      if (reply->type != REDIS_REPLY_STRING) {
+        ++missing;
+        continue;
+      }
+      const std::span<const std::byte> value = bytes_of(*reply);
+      BlockRecordMeta meta;
+      RecordCheck check = read_record_header(value, fingerprint_, meta);
+      if (check == RecordCheck::Ok && meta.block.plh != job.blocks[b].plh) check = RecordCheck::HeaderCorrupt;
+      const std::size_t header = stored_header_bytes(value);
+      if (check == RecordCheck::Ok) check = check_payload(meta, value.subspan(header));
+      if (check == RecordCheck::Ok && meta.payload_bytes != page_bytes_) check = RecordCheck::PayloadCorrupt;
+      if (check != RecordCheck::Ok) {
+        if (check == RecordCheck::OtherLayout) ++other_layout;
+        bad.push_back(keys[next]);
+        dropped.push_back(job.blocks[b].hash);
+        continue;
+      }
+      std::memcpy(job.pages[b], value.data() + header, page_bytes_);  // verified: only now it reaches G2
+      read.ok[b] = true;
+      bytes += page_bytes_;
+    }
+    done.push_back(std::move(read));
+  }
+  if (!bad.empty()) delete_values(worker_cluster_, bad);
+  const double took = seconds_since(start);
+  std::lock_guard lock(mutex_);
+  stats_.read_busy_s += took;
+  stats_.blocks_read += bytes / page_bytes_;
+  stats_.bytes_read += bytes;
+  stats_.read_failures += failed;
+  stats_.checksum_failures += bad.size();
+  shared_.values_missing += missing;
+  shared_.other_layout += other_layout;
+  for (const LowerRead& read : done) reads_in_flight_ -= read.blocks.size();
+  count_worker_redirections();
+  reads_done_.insert(reads_done_.end(), std::make_move_iterator(done.begin()), std::make_move_iterator(done.end()));
+  dropped_.insert(dropped_.end(), dropped.begin(), dropped.end());
+  if (failed > 0) {
+    note_failure(worker_cluster_.last_error());
+    shared_.errors += failed - 1;
+  }
+}
+
+void SharedStore::count_worker_redirections() {
+  shared_.redirections += worker_cluster_.redirections() - worker_redirections_;
+  worker_redirections_ = worker_cluster_.redirections();
+}
+
+LowerTierProgress SharedStore::poll(bool wait) {
+  std::vector<WriteDone> writes;
+  LowerTierProgress progress;
+  {
+    std::unique_lock lock(mutex_);
+    if (wait) {
+      work_done_.wait(lock, [this] { return writes_in_flight_ == 0 && reads_in_flight_ == 0; });
+    }
+    writes.swap(writes_done_);
+    progress.reads.swap(reads_done_);
+    progress.dropped.swap(dropped_);
+  }
+  for (WriteDone& done : writes) {
+    publishing_.erase(done.block.plh);
+    if (!done.stored) continue;
+    progress.stored.push_back(done.block);
+    known_.insert_or_assign(done.block.plh, std::move(done.block));
+  }
+  for (const LowerRead& read : progress.reads) {
+    for (std::size_t i = 0; i < read.blocks.size(); ++i) {
+      if (!read.ok[i]) known_.erase(read.blocks[i].plh);
+    }
+  }
+  return progress;
+}
+
+LowerTierStats SharedStore::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+SharedStoreStats SharedStore::shared_stats() const {
+  std::lock_guard lock(mutex_);
+  return shared_;
+}
+
+}  // namespace kvtier::tiers::shared

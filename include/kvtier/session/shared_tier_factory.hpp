@@ -1,0 +1,28 @@
+#pragma once
+// Opens the G4 shared tier a session asks for: the one place that knows
+// whether kvtier was built with hiredis.
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "kvtier/core/kv_layout.hpp"
+#include "kvtier/session/session_config.hpp"
+#include "kvtier/tiers/lower_tier.hpp"
+
+namespace kvtier::session {
+
+/// True when this build has the Redis shared tier.
+bool shared_tier_available() noexcept;
+
+/// The shared tier for G2 pages of `g2_layout`'s geometry. Nothing is
+/// connected yet: a store that is down is a miss, not an error. ConfigError:
+/// a build without hiredis, a malformed URL.
+std::unique_ptr<tiers::LowerTier> open_shared_tier(const SharedTierSettings& settings, const KvLayout& g2_layout);
+
+/// The shared tier's counters under the names the replay's report, the
+/// script's `stats` and Python's `metrics()` give them (shared_*; empty for
+/// another kind of tier).
+std::vector<std::pair<const char*, std::uint64_t>> shared_tier_counters(const tiers::LowerTier& tier);
+
+}  // namespace kvtier::session

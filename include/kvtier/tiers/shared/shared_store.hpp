@@ -1,0 +1,165 @@
+#pragma once
+// G4's store (docs/shared-tier.md): blocks shared by many kvtier instances
+// in Redis (one node or a Redis Cluster). One value per block, never torn:
+// key = namespace : layout fingerprint : positional lineage hash; value = a
+// block record (tiers/block_record: hashes, parent, tokens, fingerprint,
+// XXH3-64 of the payload) then the page, written with one SET NX (EX ttl).
+// Redis' own eviction (maxmemory + allkeys-lru) is the capacity policy.
+//   Publishing: write() copies the page into a value and queues it; a worker
+//   thread sends queued values as pipelines; a full queue refuses (counted).
+//   Lookup: one pipelined GETRANGE of the record headers per call, on the
+//   caller's thread, each header checked.
+//   Reading: the worker GETs the values, checks header and payload, and
+//   copies only verified payloads into the caller's pages.
+// Every failure (no answer within the timeout, an error reply, a value gone,
+// garbage, another layout's) is a miss and counted; a down store says so
+// once on stderr and the instance goes on with its local tiers.
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "kvtier/core/kv_layout.hpp"
+#include "kvtier/tiers/lower_tier.hpp"
+#include "kvtier/tiers/shared/redis_cluster.hpp"
+
+namespace kvtier::tiers::shared {
+
+struct SharedStoreConfig {
+  /// One node, or seeds of a Redis Cluster.
+  std::vector<RedisEndpoint> endpoints;
+  /// The user's part of every key: instances share blocks only under the same one.
+  std::string key_namespace = "kvtier";
+  std::uint32_t ttl_seconds = 0;  // 0: values live until Redis evicts them
+  /// Blocks queued for publishing (each holds one value's buffer); beyond, write() refuses.
+  std::uint32_t max_writes_in_flight = 256;
+  /// Blocks being read.
+  std::uint32_t max_reads_in_flight = 256;
+  /// Per connect, command and reply: nothing waits longer for a node.
+  std::chrono::milliseconds timeout{250};
+  /// A node that failed is not tried again before this.
+  std::chrono::milliseconds retry_after{1000};
+};
+
+/// What a shared store counts besides LowerTierStats.
+struct SharedStoreStats {
+  std::uint64_t lookups = 0;          // lookup() calls that asked the store
+  std::uint64_t lookup_blocks = 0;    // blocks asked for
+  std::uint64_t lookup_hits = 0;      // blocks found with a header that checked
+  std::uint64_t already_present = 0;  // publishes another instance (or an earlier run) had made: SET NX refused
+  std::uint64_t values_missing = 0;   // a read found no value (Redis evicted it, a shard restarted empty)
+  std::uint64_t other_layout = 0;     // values of another layout fingerprint (never served)
+  std::uint64_t values_deleted = 0;   // values that did not check and were removed so they can be published again
+  std::uint64_t errors = 0;           // commands without an answer or with an error reply
+  std::uint64_t redirections = 0;     // MOVED replies followed
+  bool degraded = false;              // the last command to the store failed
+};
+
+class SharedStore final : public LowerTier {
+ public:
+  /// Starts the worker; connections are made on first use (a store that is
+  /// down at start is a miss, not an error). ConfigError: no endpoint, a
+  /// zero in-flight bound or timeout, an empty namespace.
+  SharedStore(SharedStoreConfig config, const KvLayout& layout);
+  /// Finishes what was queued (each command bounded by the timeout), then stops the worker.
+  ~SharedStore() override;
+  SharedStore(const SharedStore&) = delete;
+  SharedStore& operator=(const SharedStore&) = delete;
+
+  StorageTier medium() const noexcept override { return StorageTier::External; }
+  std::size_t page_bytes() const noexcept override { return page_bytes_; }
+  /// 0: the store's capacity is its own (maxmemory).
+  std::uint32_t capacity() const noexcept override { return 0; }
+  bool write_through() const noexcept override { return true; }
+  /// Blocks this instance knows the store holds or is publishing.
+  std::size_t used() const noexcept override { return known_.size() + publishing_.size(); }
+  bool contains(const PositionalLineageHash& plh) const override {
+    return known_.contains(plh) || publishing_.contains(plh);
+  }
+  std::optional<g1::TieredBlock> find(const PositionalLineageHash& plh) const override;
+  std::vector<std::optional<g1::TieredBlock>> lookup(std::span<const PositionalLineageHash> plhs) override;
+  std::vector<g1::TieredBlock> resident_blocks() const override { return {}; }
+  WriteStart write(const g1::TieredBlock& block, std::span<const std::byte> payload,
+                   std::vector<SequenceHash>& evicted) override;
+  std::size_t read_room() const noexcept override;
+  std::optional<std::uint64_t> read(std::span<const PositionalLineageHash> plhs,
+                                    std::span<std::byte* const> pages) override;
+  LowerTierProgress poll(bool wait) override;
+  LowerTierStats stats() const override;
+  SharedStoreStats shared_stats() const;
+
+  /// The key of the block `plh` names (tests overwrite values through it).
+  std::string key(const PositionalLineageHash& plh) const;
+  const SharedStoreConfig& config() const noexcept { return config_; }
+  std::uint64_t fingerprint() const noexcept { return fingerprint_; }
+
+ private:
+  struct WriteJob {
+    g1::TieredBlock block;
+    std::string key;
+    std::string value;
+  };
+  struct ReadJob {
+    std::uint64_t id = 0;
+    std::vector<g1::TieredBlock> blocks;
+    std::vector<std::byte*> pages;
+  };
+  struct WriteDone {
+    g1::TieredBlock block;
+    bool stored = false;  // in the store now (this SET, or another's before it)
+  };
+
+  void work();
+  void run_writes(std::vector<WriteJob>& jobs);
+  void run_reads(std::vector<ReadJob>& jobs);
+  /// Counts a command without an answer; says once that the store is down.
+  void note_failure(std::string_view what);
+  /// Removes values that did not check, so the block can be published again.
+  void delete_values(RedisCluster& cluster, const std::vector<std::string>& keys);
+  /// Under mutex_, on the worker: adds the MOVED replies it followed since the last call.
+  void count_worker_redirections();
+
+  SharedStoreConfig config_;
+  std::size_t page_bytes_;
+  std::size_t header_bytes_;  // a record header of a full block's tokens
+  std::uint64_t fingerprint_;
+  std::string key_prefix_;
+  // The caller's thread (lookups) and the worker each have their connections.
+  RedisCluster lookup_cluster_;
+  RedisCluster worker_cluster_;
+
+  // The caller's thread only.
+  std::unordered_map<PositionalLineageHash, g1::TieredBlock> known_;
+  std::unordered_set<PositionalLineageHash> publishing_;
+  std::uint64_t next_read_ = 1;
+  std::uint64_t lookup_redirections_ = 0;  // counted into shared_ so far
+  std::uint64_t worker_redirections_ = 0;  // the worker's, under mutex_
+  std::uint64_t generation_ = 0;
+
+  // Shared with the worker, under mutex_.
+  mutable std::mutex mutex_;
+  std::condition_variable work_ready_;
+  std::condition_variable work_done_;
+  std::deque<WriteJob> writes_;
+  std::deque<ReadJob> reads_;
+  std::size_t writes_in_flight_ = 0;  // queued or being sent
+  std::size_t reads_in_flight_ = 0;   // blocks
+  std::vector<WriteDone> writes_done_;
+  std::vector<LowerRead> reads_done_;
+  std::vector<SequenceHash> dropped_;
+  LowerTierStats stats_;
+  SharedStoreStats shared_;
+  bool said_down_ = false;
+  bool stop_ = false;
+  std::thread worker_;
+};
+
+}  // namespace kvtier::tiers::shared

@@ -1,0 +1,106 @@
+// The replay over a G4 shared tier on real redis-server processes: a prefix
+// one session published is a G4 hit, byte-checked, in another (two
+// processes sharing one store); four instances in one process, routed round
+// robin on the shared Mooncake trace, hit G4 where alone they miss; a
+// cluster shard killed with SIGKILL in the middle of a replay costs hits,
+// never a byte or a hang.
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "kvtier/memory/host_runtime.hpp"
+#include "kvtier/replay/replayer.hpp"
+#include "support/redis_servers.hpp"
+
+namespace kvtier::replay {
+namespace {
+
+using kvtier::testing::RedisServers;
+
+ReplayConfig config(g1::G1Backend backend, std::uint32_t capacity, std::uint32_t block_size, std::uint32_t host_blocks,
+                    const std::vector<std::string>& urls, const std::string& space) {
+  ReplayConfig c;
+  c.session.manager = g1::G1ManagerConfig{.capacity = capacity, .block_size = block_size, .backend = backend};
+  c.session.geometry = KvGeometry{.layers = 1, .kv_heads = 1, .head_dim = 8, .dtype = KvDtype::Bf16};
+  c.session.host_blocks = host_blocks;
+  if (!urls.empty()) c.session.shared = session::SharedTierSettings{.urls = urls, .key_namespace = space};
+  c.verify = VerifyMode::Full;
+  return c;
+}
+
+TraceRequest request(double at, std::vector<std::uint64_t> ids) {
+  return TraceRequest{
+      .timestamp_ms = at, .input_length = ids.size() * kTraceBlockTokens, .output_length = 0, .hash_ids = ids};
+}
+
+TEST(ReplayerShared, APrefixOneSessionPublishedIsAG4HitInTheNextWithItsBytes) {
+  RedisServers redis(1);
+  KVTIER_REQUIRE_REDIS(redis);
+  memory::HostRuntime runtime;
+  for (const g1::G1Backend backend : {g1::G1Backend::Native, g1::G1Backend::Kvbm}) {
+    const std::string space = std::string("two-sessions-") + g1::backend_name(backend);
+    ReplayConfig c = config(backend, 24, 64, 8, redis.urls(), space);  // 24 G1 pages, 8 G2 pages
+    c.max_running = 1;
+    // 1, 2 and 3 fill G1; 4 pushes 1 to G2, which publishes it.
+    const auto first = replay(runtime, c, {request(0, {1}), request(1, {2}), request(2, {3}), request(3, {4})});
+    EXPECT_GE(first.g4_blocks_published, 8U) << g1::backend_name(backend);
+    EXPECT_EQ(first.g4_hit_blocks, 0U);
+    // A new session (another engine): cold G1 and G2, block 1's 8 pages from G4.
+    const auto second = replay(runtime, c, {request(0, {1, 5})});
+    EXPECT_EQ(second.g4_hit_blocks, 8U) << g1::backend_name(backend);
+    EXPECT_EQ(second.g1_hit_blocks + second.g2_hit_blocks, 0U);
+    EXPECT_EQ(second.g4_blocks_fetched, 8U);
+    EXPECT_EQ(second.g4_lookups, 1U);
+    EXPECT_GE(second.pages_verified, 8U);
+    EXPECT_EQ(second.mismatches, 0U);
+    EXPECT_EQ(second.g4_checksum_failures + second.g4_errors, 0U);
+  }
+}
+
+TEST(ReplayerShared, FourInstancesRoundRobinHitG4WhereAloneTheyMiss) {
+  RedisServers redis(1, "2gb");
+  KVTIER_REQUIRE_REDIS(redis);
+  memory::HostRuntime runtime;
+  const auto trace = read_trace_file(KVTIER_SHARED_TRACE, 200);
+  ReplayConfig alone = config(g1::G1Backend::Native, 1500, 128, 500, {}, "");
+  alone.instances = 4;
+  const auto without = combine(replay_instances(runtime, alone, trace));
+  ReplayConfig shared = config(g1::G1Backend::Native, 1500, 128, 500, redis.urls(), "four");
+  shared.instances = 4;
+  const auto reports = replay_instances(runtime, shared, trace);
+  ASSERT_EQ(reports.size(), 4U);
+  const ReplayReport with = combine(reports);
+  EXPECT_EQ(with.requests, trace.size());
+  EXPECT_EQ(with.prompt_blocks, without.prompt_blocks);
+  EXPECT_GT(with.g4_hit_blocks, 0U);
+  EXPECT_GT(with.hit_rate(), without.hit_rate());
+  std::size_t instances_hitting = 0;
+  for (const ReplayReport& r : reports) instances_hitting += r.g4_hit_blocks > 0 ? 1 : 0;
+  EXPECT_GE(instances_hitting, 2U);  // blocks cross instances
+  EXPECT_EQ(with.mismatches, 0U);
+  EXPECT_GE(with.pages_verified, with.g4_hit_blocks);
+  EXPECT_EQ(with.g4_checksum_failures + with.g4_errors, 0U);
+}
+
+TEST(ReplayerShared, AShardKilledMidReplayCostsHitsNeverBytes) {
+  RedisServers redis(3, "1gb");
+  KVTIER_REQUIRE_REDIS(redis);
+  memory::HostRuntime runtime;
+  const auto trace = read_trace_file(KVTIER_SHARED_TRACE, 160);
+  ReplayConfig c = config(g1::G1Backend::Native, 1500, 128, 500, redis.urls(), "killed");
+  c.instances = 2;
+  bool killed = false;
+  c.progress = [&](std::size_t done, std::size_t total) {
+    if (!killed && done >= total / 2) killed = redis.kill(2);
+  };
+  const ReplayReport report = combine(replay_instances(runtime, c, trace));
+  EXPECT_TRUE(killed);
+  EXPECT_EQ(report.requests, trace.size());
+  EXPECT_GT(report.g4_hit_blocks, 0U);
+  EXPECT_GT(report.g4_errors, 0U);  // the dead shard's commands
+  EXPECT_EQ(report.g4_checksum_failures, 0U);
+  EXPECT_EQ(report.mismatches, 0U);
+}
+
+}  // namespace
+}  // namespace kvtier::replay

@@ -1,0 +1,270 @@
+// G4's store against real redis-server processes: blocks published by one
+// store are found by another (one pipelined lookup) and come back byte for
+// byte; a value overwritten with garbage or of another layout, a node that
+// is down, stopped, restarted empty or killed is a miss, counted, never a
+// wrong byte and never a hang; a 3-node cluster spreads the blocks.
+#include "kvtier/tiers/shared/shared_store.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "kvtier/core/errors.hpp"
+#include "kvtier/tiers/shared/redis_cluster.hpp"
+#include "kvtier/tiers/shared/redis_url.hpp"
+#include "support/redis_servers.hpp"
+
+namespace kvtier::tiers::shared {
+namespace {
+
+using kvtier::testing::RedisServers;
+
+KvLayout layout(std::uint32_t head_dim = 16) {
+  return KvLayout(
+      KvGeometry{.layers = 2, .kv_heads = 2, .head_dim = head_dim, .dtype = KvDtype::Bf16, .tokens_per_block = 16},
+      PageLayout::PageMajor, 1);
+}
+
+g1::TieredBlock block(std::uint64_t n) {
+  return g1::TieredBlock{.plh = PositionalLineageHash::from_raw(7, n),
+                         .hash = SequenceHash(n * 100),
+                         .parent = n > 1 ? std::optional<SequenceHash>((n - 1) * 100) : std::nullopt,
+                         .local = LocalBlockHash(n),
+                         .token_ids = std::vector<TokenId>(16, static_cast<TokenId>(n))};
+}
+
+std::vector<std::byte> page_of(std::uint64_t n, std::size_t bytes) {
+  std::vector<std::byte> page(bytes);
+  for (std::size_t i = 0; i < bytes; ++i) page[i] = static_cast<std::byte>((n * 37 + i * 11) & 0xFF);
+  return page;
+}
+
+SharedStoreConfig config(const std::vector<std::string>& urls, std::string space = "test") {
+  SharedStoreConfig c{.endpoints = {}, .key_namespace = std::move(space)};
+  c.timeout = std::chrono::milliseconds(200);
+  c.retry_after = std::chrono::milliseconds(200);
+  for (const std::string& url : urls) c.endpoints.push_back(parse_redis_url(url));
+  return c;
+}
+
+std::vector<PositionalLineageHash> plhs(std::uint64_t first, std::uint64_t last) {
+  std::vector<PositionalLineageHash> out;
+  for (std::uint64_t n = first; n <= last; ++n) out.push_back(block(n).plh);
+  return out;
+}
+
+/// Publishes blocks [first, last] and waits until the store answered.
+std::size_t publish(SharedStore& store, std::uint64_t first, std::uint64_t last) {
+  std::vector<SequenceHash> none;
+  for (std::uint64_t n = first; n <= last; ++n) {
+    EXPECT_EQ(store.write(block(n), page_of(n, store.page_bytes()), none), LowerTier::WriteStart::Started);
+  }
+  return store.poll(true).stored.size();
+}
+
+/// Looks blocks [first, last] up and reads those found; how many came back
+/// whole and with their own bytes (a wrong byte fails the test).
+std::size_t fetch(SharedStore& store, std::uint64_t first, std::uint64_t last) {
+  const auto wanted = plhs(first, last);
+  const auto found = store.lookup(wanted);
+  std::vector<PositionalLineageHash> present;
+  std::vector<std::uint64_t> numbers;
+  for (std::size_t i = 0; i < found.size(); ++i) {
+    if (!found[i]) continue;
+    EXPECT_EQ(found[i]->hash, block(first + i).hash);
+    EXPECT_EQ(found[i]->token_ids, block(first + i).token_ids);
+    present.push_back(wanted[i]);
+    numbers.push_back(first + i);
+  }
+  if (present.empty()) return 0;
+  std::vector<std::vector<std::byte>> pages(present.size(),
+                                            std::vector<std::byte>(store.page_bytes(), std::byte{0xEE}));
+  std::vector<std::byte*> pointers;
+  for (auto& page : pages) pointers.push_back(page.data());
+  EXPECT_TRUE(store.read(present, pointers).has_value());
+  const LowerTierProgress progress = store.poll(true);
+  EXPECT_EQ(progress.reads.size(), 1U);
+  std::size_t whole = 0;
+  for (std::size_t i = 0; i < present.size() && !progress.reads.empty(); ++i) {
+    if (!progress.reads[0].ok[i]) {
+      EXPECT_EQ(pages[i], std::vector<std::byte>(store.page_bytes(), std::byte{0xEE})) << "a failed read wrote";
+      continue;
+    }
+    EXPECT_EQ(pages[i], page_of(numbers[i], store.page_bytes())) << "block " << numbers[i];
+    ++whole;
+  }
+  return whole;
+}
+
+TEST(RedisUrl, ParsesHostAndPortAndRefusesTheRest) {
+  EXPECT_EQ(parse_redis_url("redis://127.0.0.1:7000"), (RedisEndpoint{.host = "127.0.0.1", .port = 7000}));
+  EXPECT_EQ(parse_redis_url("redis://localhost"), (RedisEndpoint{.host = "localhost", .port = 6379}));
+  for (const char* bad : {"http://h:1", "redis://:7000", "redis://h:0", "redis://h:70000", "redis://h:12x",
+                          "redis://u@h:1", "redis://h:1/2"}) {
+    EXPECT_THROW((void)parse_redis_url(bad), ConfigError) << bad;
+  }
+}
+
+TEST(RedisCluster, KeySlotsAreRedisClusters) {
+  // The values Redis' CLUSTER KEYSLOT gives (its cluster spec's examples).
+  EXPECT_EQ(key_slot("foo"), 12182);
+  EXPECT_EQ(key_slot("bar"), 5061);
+  EXPECT_EQ(key_slot("123456789"), 0x31C3 % kClusterSlots);
+  EXPECT_EQ(key_slot("{user1000}.following"), key_slot("{user1000}.followers"));
+  EXPECT_EQ(key_slot("{}x"), key_slot("{}x"));
+  EXPECT_NE(key_slot("{}x"), key_slot("x"));  // an empty tag is no tag: the whole key
+}
+
+TEST(SharedStore, OneStorePublishesAndAnotherFetchesByteForByte) {
+  RedisServers redis(1);
+  KVTIER_REQUIRE_REDIS(redis);
+  SharedStore writer(config(redis.urls()), layout());
+  EXPECT_EQ(publish(writer, 1, 20), 20U);
+  EXPECT_EQ(writer.stats().blocks_written, 20U);
+  EXPECT_TRUE(writer.contains(block(3).plh));
+  std::vector<SequenceHash> none;
+  EXPECT_EQ(writer.write(block(3), page_of(3, writer.page_bytes()), none), LowerTier::WriteStart::Present);
+
+  SharedStore reader(config(redis.urls()), layout());  // another instance
+  EXPECT_FALSE(reader.contains(block(3).plh));
+  EXPECT_EQ(fetch(reader, 1, 20), 20U);
+  EXPECT_EQ(reader.stats().blocks_read, 20U);
+  EXPECT_EQ(reader.shared_stats().lookups, 1U);  // one pipelined round trip for 20 blocks
+  EXPECT_EQ(fetch(reader, 21, 24), 0U);          // never published
+  EXPECT_EQ(reader.write(block(5), page_of(5, reader.page_bytes()), none), LowerTier::WriteStart::Present);
+  // Published again by a third instance that never looked: SET NX keeps the first value and says so.
+  SharedStore third(config(redis.urls()), layout());
+  EXPECT_EQ(publish(third, 5, 5), 1U);
+  EXPECT_EQ(third.shared_stats().already_present, 1U);
+  EXPECT_EQ(third.stats().blocks_written, 0U);
+  EXPECT_EQ(reader.shared_stats().errors + third.shared_stats().errors, 0U);
+}
+
+TEST(SharedStore, NamespacesAndLayoutsDoNotShare) {
+  RedisServers redis(1);
+  KVTIER_REQUIRE_REDIS(redis);
+  SharedStore a(config(redis.urls(), "model-a"), layout());
+  ASSERT_EQ(publish(a, 1, 4), 4U);
+  SharedStore b(config(redis.urls(), "model-b"), layout());
+  EXPECT_EQ(fetch(b, 1, 4), 0U);
+  SharedStore other(config(redis.urls(), "model-a"), layout(32));  // another page layout
+  EXPECT_EQ(fetch(other, 1, 4), 0U);
+}
+
+TEST(SharedStore, GarbageAndAnotherLayoutsValueAreMissesAndRemoved) {
+  RedisServers redis(1);
+  KVTIER_REQUIRE_REDIS(redis);
+  SharedStore store(config(redis.urls()), layout());
+  ASSERT_EQ(publish(store, 1, 6), 6U);
+  // Another client overwrites block 2 with garbage, and block 4 with a value
+  // of another layout under our key (a record that checks, but not for us).
+  ASSERT_EQ(redis.cli(0, "set " + store.key(block(2).plh) + " garbage"), "OK");
+  SharedStore foreign(config(redis.urls(), "foreign"), layout(32));
+  ASSERT_EQ(publish(foreign, 4, 4), 1U);
+  ASSERT_EQ(redis.cli(0, "copy " + foreign.key(block(4).plh) + " " + store.key(block(4).plh) + " replace"), "1");
+
+  SharedStore reader(config(redis.urls()), layout());
+  const auto found = reader.lookup(plhs(1, 6));
+  EXPECT_TRUE(found[0] && found[2] && found[4] && found[5]);
+  EXPECT_FALSE(found[1]);
+  EXPECT_FALSE(found[3]);
+  EXPECT_EQ(reader.stats().checksum_failures, 2U);
+  EXPECT_EQ(reader.shared_stats().other_layout, 1U);
+  EXPECT_EQ(reader.shared_stats().values_deleted, 2U);  // so they can be published again
+  EXPECT_EQ(redis.cli(0, "exists " + store.key(block(2).plh)), "0");
+  EXPECT_EQ(publish(reader, 2, 2), 1U);
+  EXPECT_EQ(fetch(reader, 2, 2), 1U);
+}
+
+TEST(SharedStore, AValueDamagedBetweenLookupAndReadIsNeverServed) {
+  RedisServers redis(1);
+  KVTIER_REQUIRE_REDIS(redis);
+  SharedStore store(config(redis.urls()), layout());
+  ASSERT_EQ(publish(store, 1, 3), 3U);
+  SharedStore reader(config(redis.urls()), layout());
+  const auto found = reader.lookup(plhs(1, 3));
+  ASSERT_TRUE(found[0] && found[1] && found[2]);
+  // The payload changes under its header: one byte flipped at its end, and block 3 gone.
+  const std::string key = store.key(block(2).plh);
+  const std::string length = redis.cli(0, "strlen " + key);
+  ASSERT_EQ(redis.cli(0, "setrange " + key + " " + std::to_string(std::stol(length) - 1) + " X"), length);
+  ASSERT_EQ(redis.cli(0, "del " + store.key(block(3).plh)), "1");
+  std::vector<std::vector<std::byte>> pages(3, std::vector<std::byte>(reader.page_bytes(), std::byte{0xEE}));
+  std::vector<std::byte*> pointers{pages[0].data(), pages[1].data(), pages[2].data()};
+  ASSERT_TRUE(reader.read(plhs(1, 3), pointers).has_value());
+  const LowerTierProgress progress = reader.poll(true);
+  ASSERT_EQ(progress.reads.size(), 1U);
+  EXPECT_EQ(progress.reads[0].ok, (std::vector<bool>{true, false, false}));
+  EXPECT_EQ(pages[0], page_of(1, reader.page_bytes()));
+  EXPECT_EQ(pages[1], std::vector<std::byte>(reader.page_bytes(), std::byte{0xEE}));
+  EXPECT_EQ(progress.dropped, (std::vector<SequenceHash>{block(2).hash}));  // this instance removed it
+  EXPECT_EQ(reader.stats().checksum_failures, 1U);
+  EXPECT_EQ(reader.shared_stats().values_missing, 1U);
+  EXPECT_FALSE(reader.find(block(2).plh));
+}
+
+TEST(SharedStore, AStoreDownAtStartIsAMissNotAnErrorNorAHang) {
+  // No server on this port: connection refused.
+  SharedStore store(config({"redis://127.0.0.1:1"}), layout());
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(fetch(store, 1, 8), 0U);
+  EXPECT_EQ(publish(store, 1, 8), 0U);  // written nowhere: not stored
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_GT(store.shared_stats().errors, 0U);
+  EXPECT_TRUE(store.shared_stats().degraded);
+  EXPECT_EQ(store.stats().write_failures, 8U);
+  EXPECT_FALSE(store.contains(block(1).plh));  // not published: a later eviction tries again
+}
+
+TEST(SharedStore, AStoppedNodeTimesOutAndARestartedEmptyOneIsMisses) {
+  RedisServers redis(1);
+  KVTIER_REQUIRE_REDIS(redis);
+  SharedStore store(config(redis.urls()), layout());
+  ASSERT_EQ(publish(store, 1, 4), 4U);
+  // A node that answers nothing (SIGSTOP): each call is bounded by the timeout.
+  ASSERT_TRUE(redis.signal(0, "STOP"));
+  SharedStore reader(config(redis.urls()), layout());
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(fetch(reader, 1, 4), 0U);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+  EXPECT_GT(reader.shared_stats().errors, 0U);
+  ASSERT_TRUE(redis.signal(0, "CONT"));
+  // Killed and started again, empty: what the lookup found is gone.
+  ASSERT_TRUE(redis.kill(0));
+  ASSERT_TRUE(redis.restart_single());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // past retry_after: the node is tried again
+  EXPECT_EQ(fetch(store, 1, 4), 0U);
+  EXPECT_EQ(publish(store, 1, 4), 4U);  // the misses forgot them: published again
+  EXPECT_EQ(fetch(store, 1, 4), 4U);
+}
+
+TEST(SharedStore, AClusterSpreadsBlocksAndAKilledShardLosesOnlyItsOwn) {
+  RedisServers redis(3);
+  KVTIER_REQUIRE_REDIS(redis);
+  // One seed is enough: the rest of the cluster is discovered.
+  SharedStore store(config({redis.urls()[1]}), layout());
+  ASSERT_EQ(publish(store, 1, 90), 90U);
+  long total = 0;
+  for (unsigned node = 0; node < 3; ++node) {
+    EXPECT_GT(redis.keys(node), 10) << "node " << node;  // hash slots spread the blocks
+    total += redis.keys(node);
+  }
+  EXPECT_EQ(total, 90);
+  SharedStore reader(config(redis.urls()), layout());
+  EXPECT_EQ(fetch(reader, 1, 90), 90U);
+  EXPECT_EQ(reader.shared_stats().lookups, 1U);
+
+  const long lost = redis.keys(2);
+  ASSERT_TRUE(redis.kill(2));
+  SharedStore after(config(redis.urls()), layout());
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(fetch(after, 1, 90), static_cast<std::size_t>(90 - lost));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_GT(after.shared_stats().errors, 0U);
+  EXPECT_EQ(after.stats().checksum_failures, 0U);
+}
+
+}  // namespace
+}  // namespace kvtier::tiers::shared
