@@ -14,6 +14,7 @@
 #include "kvtier/measure/allocator_cycle.hpp"
 #include "kvtier/measure/disk_measurement.hpp"
 #include "kvtier/measure/request_streams.hpp"
+#include "kvtier/measure/shared_measurement.hpp"
 #include "kvtier/measure/swap_measurement.hpp"
 #include "kvtier/memory/runtime_factory.hpp"
 #include "option_checks.hpp"
@@ -48,6 +49,16 @@ struct DiskOptions {
   std::vector<std::size_t> page_bytes{16 << 10, 64 << 10, 256 << 10};
   std::vector<unsigned> queue_depths{1, 8, 32, 64};
   std::size_t megabytes = 128;  // payload per measurement
+  std::size_t iterations = 3;
+  std::string json;
+  std::string csv;
+};
+
+struct SharedOptions {
+  std::vector<std::string> urls;  // the store to measure (required)
+  std::vector<std::size_t> page_bytes{16 << 10, 64 << 10, 256 << 10};
+  std::vector<std::size_t> batches{1, 16, 64};
+  std::size_t megabytes = 64;  // payload per measurement
   std::size_t iterations = 3;
   std::string json;
   std::string csv;
@@ -188,6 +199,40 @@ int run_disk(const DiskOptions& o) {
   return 0;
 }
 
+int run_shared(const SharedOptions& o) {
+  if (!measure::shared_measurement_available()) {
+    throw ConfigError("this kvtier was built without hiredis: no shared tier to measure");
+  }
+  if (o.urls.empty()) throw ConfigError("--shared-tier names the store to measure");
+  if (o.megabytes == 0) throw ConfigError("megabytes must be at least 1");
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (const std::size_t page : o.page_bytes) {
+    for (const std::size_t batch : o.batches) {
+      const auto p = measure::measure_shared(o.urls, page, batch, o.megabytes << 20, o.iterations);
+      rows.push_back({{"page_bytes", p.page_bytes},
+                      {"batch", p.batch},
+                      {"blocks", p.blocks},
+                      {"iterations", p.iterations},
+                      {"put_GBps", p.put_gbps},
+                      {"ceiling_put_GBps", p.ceiling_put_gbps},
+                      {"put_of_ceiling", p.put_of_ceiling()},
+                      {"get_GBps", p.get_gbps},
+                      {"ceiling_get_GBps", p.ceiling_get_gbps},
+                      {"get_of_ceiling", p.get_of_ceiling()},
+                      {"put_batch_ms", p.put_batch_ms},
+                      {"get_batch_ms", p.get_batch_ms},
+                      {"ceiling_get_batch_ms", p.ceiling_get_batch_ms},
+                      {"verified_reads", p.verified_reads}});
+    }
+  }
+  std::string urls;
+  for (const std::string& url : o.urls) urls += (urls.empty() ? "" : ",") + url;
+  std::cout << "kvtier bench shared: " << urls
+            << "; ceiling: raw pipelined SET, then GET, of values of the same size, a batch per pipeline\n";
+  write_outputs(rows, o.json, o.csv);
+  return 0;
+}
+
 template <class Run, class Options>
 void on_run(CLI::App* cmd, std::shared_ptr<Options> o, Run run, int& exit_code, const char* name) {
   cmd->callback([o, run, &exit_code, name] {
@@ -203,8 +248,8 @@ void on_run(CLI::App* cmd, std::shared_ptr<Options> o, Run run, int& exit_code, 
 }  // namespace
 
 void add_bench_command(CLI::App& app, int& exit_code) {
-  CLI::App* bench =
-      app.add_subcommand("bench", "Measure the allocator cycle, swap or disk bandwidth against same-run baselines");
+  CLI::App* bench = app.add_subcommand(
+      "bench", "Measure the allocator cycle, swap, disk or shared-store bandwidth against same-run baselines");
   bench->require_subcommand(1);
 
   auto a = std::make_shared<AllocOptions>();
@@ -252,6 +297,27 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   disk->add_option("--json", d->json, "write the rows as JSON to this file")->check(non_empty());
   disk->add_option("--csv", d->csv, "write the rows as CSV to this file")->check(non_empty());
   on_run(disk, d, run_disk, exit_code, "disk");
+
+  auto sh = std::make_shared<SharedOptions>();
+  CLI::App* shared = bench->add_subcommand(
+      "shared",
+      "G4 publish and fetch bandwidth and batch latency per page size and batch, next to raw pipelined SET/GET of "
+      "the same value sizes on the same store (same run)");
+  shared->add_option("--shared-tier", sh->urls, "the store: redis://HOST:PORT, or cluster seeds (comma-separated)")
+      ->delimiter(',')
+      ->required();
+  shared->add_option("--page-bytes", sh->page_bytes, "page sizes (multiples of 64)")
+      ->delimiter(',')
+      ->capture_default_str();
+  shared->add_option("--batches", sh->batches, "blocks per publish burst, lookup and read")
+      ->delimiter(',')
+      ->capture_default_str();
+  shared->add_option("--megabytes", sh->megabytes, "payload per measurement")->capture_default_str();
+  shared->add_option("--iterations", sh->iterations, "alternations of the store and the ceiling (medians)")
+      ->capture_default_str();
+  shared->add_option("--json", sh->json, "write the rows as JSON to this file")->check(non_empty());
+  shared->add_option("--csv", sh->csv, "write the rows as CSV to this file")->check(non_empty());
+  on_run(shared, sh, run_shared, exit_code, "shared");
 }
 
 }  // namespace kvtier::cli

@@ -129,9 +129,7 @@ Json ScriptRunner::State::op_stats(const Fields&) {
   out["host_capacity"] = offload.tier.capacity;
   out["offloads_in_flight"] = offload.tier.in_flight;
   out["quarantined"] = offload.quarantined;
-  if (const offload::OffloadEngine* engine = session_->engine(); engine != nullptr && engine->lower_tier() != nullptr) {
-    for (const auto& [name, value] : session::disk_tier_counters(*engine->lower_tier())) out[name] = value;
-  }
+  for (const auto& [name, value] : session_->lower_tier_counters()) out[name] = value;
   return out;
 }
 

@@ -60,7 +60,9 @@ Json ScriptRunner::State::op_host_cached(const Fields& f) {
 
 Json ScriptRunner::State::op_disk_cached(const Fields& f) {
   const offload::OffloadEngine* engine = session_->engine();
-  if (engine == nullptr || engine->lower_tier() == nullptr) f.fail("disk_cached needs the disk tier (init disk_path)");
+  if (engine == nullptr || engine->lower_tier() == nullptr || session_->lower_tier_is_shared()) {
+    f.fail("disk_cached needs the disk tier (init disk_path)");
+  }
   const auto& hashes = f.raw("hashes");
   if (!hashes.is_array()) f.fail("field 'hashes' must be a list");
   std::unordered_set<std::uint64_t> held;
@@ -105,7 +107,7 @@ Json ScriptRunner::State::op_swap_in(const Fields& f) {
   out["result"] = g1::swap_in_status_name(start.status);
   if (start.status == g1::SwapInStatus::Scheduled) {
     out["count"] = start.count;
-    if (start.from_lower > 0) out["from_disk"] = start.from_lower;
+    if (start.from_lower > 0) out[session_->lower_tier_source_field()] = start.from_lower;
     swap_ins_.emplace(id, start.swap_in_id);
   } else if (start.status == g1::SwapInStatus::BlockedOnG1Offload) {
     out["offload"] = start.offload_id;

@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <charconv>
+#include <sstream>
 #include <string>
 
 #include "kvtier/core/bounded_line.hpp"
@@ -246,6 +247,21 @@ Json ScriptRunner::State::op_init(const Fields& f) {
   } else if (f.has("disk_blocks") || f.has("disk_queue_depth") || f.has("disk_backlog") || f.has("disk_reformat")) {
     f.fail("disk_blocks, disk_queue_depth, disk_backlog and disk_reformat need disk_path");
   }
+  if (f.has("shared_tier")) {
+    // As `kvtier replay --shared-tier` takes it: one URL, or several comma-separated.
+    std::vector<std::string> urls;
+    std::stringstream given(f.string("shared_tier"));
+    for (std::string url; std::getline(given, url, ',');) urls.push_back(url);
+    config.shared = session::SharedTierSettings{
+        .urls = std::move(urls),
+        .key_namespace = f.string_or("shared_namespace", session::SharedTierSettings{}.key_namespace),
+        .ttl_seconds = f.u32_or("shared_ttl", 0),
+        .max_in_flight = f.u32_or("shared_in_flight", session::SharedTierSettings{}.max_in_flight),
+        .timeout_ms = f.u32_or("shared_timeout_ms", session::SharedTierSettings{}.timeout_ms)};
+  } else if (f.has("shared_namespace") || f.has("shared_ttl") || f.has("shared_in_flight") ||
+             f.has("shared_timeout_ms")) {
+    f.fail("shared_namespace, shared_ttl, shared_in_flight and shared_timeout_ms need shared_tier");
+  }
   config.device = memory::parse_runtime_choice(f.string_or("device", "auto"));
   if (f.has("layout")) {
     const auto& layout = f.raw("layout");
@@ -274,6 +290,7 @@ Json ScriptRunner::State::op_init(const Fields& f) {
     out["disk_recovered"] = disk.used();  // blocks an earlier run left, announced as Stored events
     out["disk_direct_io"] = session::disk_tier_facts(disk).direct_io;
   }
+  if (made->config().shared) out["shared_tier"] = f.string("shared_tier");
   session_ = std::move(made);
   manager_ = &session_->manager();
   seed_ = seed;

@@ -69,4 +69,19 @@ std::vector<std::uint64_t> Session::pattern_identities(g1::OwnerId owner) const 
   return identities;
 }
 
+bool Session::lower_tier_is_shared() const noexcept {
+  const tiers::LowerTier* lower = lower_tier();
+  return lower != nullptr && lower->medium() == StorageTier::External;
+}
+
+const char* Session::lower_tier_source_field() const noexcept {
+  return lower_tier_is_shared() ? "from_shared" : "from_disk";
+}
+
+std::vector<std::pair<const char*, std::uint64_t>> Session::lower_tier_counters() const {
+  const tiers::LowerTier* lower = lower_tier();
+  if (lower == nullptr) return {};
+  return lower_tier_is_shared() ? shared_tier_counters(*lower) : disk_tier_counters(*lower);
+}
+
 }  // namespace kvtier::session

@@ -137,10 +137,9 @@ nb::dict metrics(PyManager& m) {
   out["metadata_bytes"] = manager.metadata_bytes();
   out["events_dropped"] = m.session().events().dropped();
   const offload::OffloadEngine* engine = m.session().engine();
-  if (engine != nullptr && engine->lower_tier() != nullptr) {
-    const tiers::LowerTier& disk = *engine->lower_tier();
-    for (const auto& [name, value] : session::disk_tier_counters(disk)) out[name] = value;
-    out["disk_direct_io"] = session::disk_tier_facts(disk).direct_io;
+  for (const auto& [name, value] : m.session().stack().lower_tier_counters()) out[name] = value;
+  if (engine != nullptr && engine->lower_tier() != nullptr && !m.session().stack().lower_tier_is_shared()) {
+    out["disk_direct_io"] = session::disk_tier_facts(*engine->lower_tier()).direct_io;
   }
   return out;
 }
@@ -406,9 +405,10 @@ void bind_manager(nb::module_& module) {
          std::uint32_t block_size, std::uint32_t layers, std::uint32_t kv_heads, std::uint32_t head_dim,
          std::string dtype, std::string layout, std::string device, std::uint32_t host_blocks,
          std::optional<std::uint32_t> offload_batch, bool verify_swaps, std::optional<std::string> disk_path,
-         std::uint32_t disk_blocks, unsigned disk_queue_depth, bool disk_reformat, bool prefix_caching,
-         std::uint32_t dp_rank, std::uint64_t seed, std::size_t max_pending_events,
-         std::vector<nb::handle> publishers) {
+         std::uint32_t disk_blocks, unsigned disk_queue_depth, bool disk_reformat,
+         std::optional<std::vector<std::string>> shared_tier, std::string shared_namespace, std::uint32_t shared_ttl,
+         std::uint32_t shared_timeout_ms, bool prefix_caching, std::uint32_t dp_rank, std::uint64_t seed,
+         std::size_t max_pending_events, std::vector<nb::handle> publishers) {
         std::vector<std::shared_ptr<KvEventSink>> sinks;
         for (nb::handle publisher : publishers) {
 #if KVTIER_WITH_ZMQ
@@ -448,6 +448,12 @@ void bind_manager(nb::module_& module) {
         } else if (disk_blocks != 0 || disk_reformat) {
           throw ConfigError("disk_blocks and disk_reformat need disk_path");
         }
+        if (shared_tier) {
+          config.shared = session::SharedTierSettings{.urls = *shared_tier,
+                                                      .key_namespace = std::move(shared_namespace),
+                                                      .ttl_seconds = shared_ttl,
+                                                      .timeout_ms = shared_timeout_ms};
+        }
         new (self) PyManager(std::move(options), std::move(sinks));
       },
       // The defaults are every front door's (session::SessionConfig).
@@ -458,6 +464,8 @@ void bind_manager(nb::module_& module) {
       "layout"_a = page_layout_name(kDefaults.layout), "device"_a = "auto", "host_blocks"_a = kDefaults.host_blocks,
       "offload_batch"_a = nb::none(), "verify_swaps"_a = kDefaults.verify_swaps, "disk_path"_a = nb::none(),
       "disk_blocks"_a = 0, "disk_queue_depth"_a = session::DiskTierSettings{}.queue_depth, "disk_reformat"_a = false,
+      "shared_tier"_a = nb::none(), "shared_namespace"_a = session::SharedTierSettings{}.key_namespace,
+      "shared_ttl"_a = 0, "shared_timeout_ms"_a = session::SharedTierSettings{}.timeout_ms,
       "prefix_caching"_a = kDefaults.manager.enable_prefix_caching, "dp_rank"_a = kDefaults.manager.dp_rank,
       "seed"_a = 0, "max_pending_events"_a = ManagerOptions{}.max_pending_events,
       "publishers"_a = std::vector<nb::handle>{});

@@ -100,7 +100,8 @@ void ManagerSession::count_admission(const RequestState& request, std::size_t ca
   request_counts_.query_blocks += prompt_blocks;
   request_counts_.tier(metrics::Tier::G1).hit_blocks += hits - swapped;
   request_counts_.tier(metrics::Tier::G2).hit_blocks += swapped - from_g3;
-  request_counts_.tier(metrics::Tier::G3).hit_blocks += from_g3;
+  // Blocks from the tier under G2 are G3's hits, or G4's when that tier is the shared one.
+  request_counts_.tier(session_->lower_tier_is_shared() ? metrics::Tier::G4 : metrics::Tier::G3).hit_blocks += from_g3;
 }
 
 void ManagerSession::count_swap_in(std::uint64_t swap_in_id, std::size_t blocks) {

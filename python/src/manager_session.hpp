@@ -80,6 +80,8 @@ class ManagerSession {
   /// What a view of the pages holds on to.
   std::shared_ptr<session::PageMemory> page_memory() const noexcept { return session_->page_memory(); }
   offload::OffloadEngine* engine() noexcept { return session_->engine(); }
+  /// The stack under this manager (its tiers, their counters).
+  const session::Session& stack() const noexcept { return *session_; }
   PendingEventSink& events() noexcept { return *events_; }
   driver::RequestDriver driver() noexcept { return session_->driver(); }
 

@@ -111,7 +111,7 @@ void bind_offload_calls(nb::class_<PyManager>& c) {
               m.session().note_swap_in(start.swap_in_id, start.from_lower);
               out["swap_in_id"] = start.swap_in_id;
               out["count"] = start.count;
-              out["from_disk"] = start.from_lower;
+              out[m.session().stack().lower_tier_source_field()] = start.from_lower;
             } else if (start.status == g1::SwapInStatus::BlockedOnG1Offload) {
               out["offload_id"] = start.offload_id;
             }

@@ -19,14 +19,21 @@ grep -q '"g4_blocks_fetched": [1-9]' "$work/second.json"
 grep -q '"mismatches": 0' "$work/first.json"
 grep -q '"mismatches": 0' "$work/second.json"
 grep -q '"g4_checksum_failures": 0' "$work/second.json"
+# kvtier bench shared on the same store: every block verified, each row next to its ceiling.
+"$kvtier" bench shared --shared-tier "$url" --page-bytes 16384,65536 --batches 1,8 --megabytes 1 --iterations 1 \
+  --json "$work/bench.json" >/dev/null
+[[ $(grep -c '"get_of_ceiling"' "$work/bench.json") -eq 4 ]]
+! grep -q '"verified_reads": 0' "$work/bench.json"
 # Bad input: a malformed URL and a G4 without G2 are refused (exit 2), and a
 # store that is down is a miss, not a failure.
 set +e
 "$kvtier" replay --shared-tier http://127.0.0.1:1 --host-blocks 64 >/dev/null 2>&1; [[ $? -eq 2 ]] || exit 1
 "$kvtier" replay --shared-tier "$url" >/dev/null 2>&1; [[ $? -eq 2 ]] || exit 1
+"$kvtier" bench shared --shared-tier redis://127.0.0.1:1 --megabytes 1 >/dev/null 2>&1; [[ $? -eq 2 ]] || exit 1
+"$kvtier" bench shared --shared-tier "$url" --page-bytes 100 >/dev/null 2>&1; [[ $? -eq 2 ]] || exit 1
 "$kvtier" replay --device host --capacity 256 --host-blocks 64 --shared-tier redis://127.0.0.1:1 \
   --json "$work/down.json" >/dev/null 2>"$work/down.err" || exit 1
 set -e
 grep -q '"g4_errors": [1-9]' "$work/down.json"
-[[ $(grep -c "did not answer" "$work/down.err") -eq 1 ]]  # said once
+[[ $(grep -c "the shared tier failed" "$work/down.err") -eq 1 ]]  # said once
 echo "two processes shared G4"

@@ -70,13 +70,28 @@ std::optional<g1::TieredBlock> SharedStore::find(const PositionalLineageHash& pl
   return it->second;
 }
 
+void SharedStore::remember(g1::TieredBlock block) {
+  // A hint, not the store's index: forgetting costs a lookup or a publish that NX refuses.
+  if (known_.size() >= kKnownLimit) known_.clear();
+  const PositionalLineageHash plh = block.plh;
+  known_.insert_or_assign(plh, std::move(block));
+}
+
+std::string SharedStore::error_text(const RedisCluster& cluster, const std::vector<RedisReplyPtr>& replies) {
+  for (const RedisReplyPtr& reply : replies) {
+    if (reply != nullptr && reply->type == REDIS_REPLY_ERROR) return std::string(reply->str, reply->len);
+  }
+  return cluster.last_error();
+}
+
 void SharedStore::note_failure(std::string_view what) {
   // Under mutex_.
   ++shared_.errors;
   shared_.degraded = true;
   if (said_down_) return;
   said_down_ = true;
-  std::fprintf(stderr, "kvtier: the shared tier did not answer (%.*s); this instance goes on with its local tiers\n",
+  std::fprintf(stderr,
+               "kvtier: the shared tier failed (%.*s); this instance goes on with its local tiers (misses, counted)\n",
                static_cast<int>(what.size()), what.data());
 }
 
@@ -104,7 +119,7 @@ std::vector<std::optional<g1::TieredBlock>> SharedStore::lookup(std::span<const 
       const RecordCheck check = read_record_header(bytes_of(*reply), fingerprint_, meta);
       if (check == RecordCheck::Ok && meta.block.plh == plhs[i] && meta.payload_bytes == page_bytes_) {
         found[i] = meta.block;
-        known_.insert_or_assign(plhs[i], std::move(meta.block));
+        remember(std::move(meta.block));
         ++hits;
         continue;
       }
@@ -121,7 +136,7 @@ std::vector<std::optional<g1::TieredBlock>> SharedStore::lookup(std::span<const 
   shared_.other_layout += other_layout;
   stats_.checksum_failures += bad.size();
   if (failed > 0) {
-    note_failure(lookup_cluster_.last_error());
+    note_failure(error_text(lookup_cluster_, replies));
     shared_.errors += failed - 1;
   } else {
     shared_.degraded = false;
@@ -247,7 +262,7 @@ void SharedStore::run_writes(std::vector<WriteJob>& jobs) {
   writes_in_flight_ -= jobs.size();
   count_worker_redirections();
   if (failed > 0) {
-    note_failure(worker_cluster_.last_error());
+    note_failure(error_text(worker_cluster_, replies));
     shared_.errors += failed - 1;
   }
 }
@@ -316,7 +331,7 @@ void SharedStore::run_reads(std::vector<ReadJob>& jobs) {
   reads_done_.insert(reads_done_.end(), std::make_move_iterator(done.begin()), std::make_move_iterator(done.end()));
   dropped_.insert(dropped_.end(), dropped.begin(), dropped.end());
   if (failed > 0) {
-    note_failure(worker_cluster_.last_error());
+    note_failure(error_text(worker_cluster_, replies));
     shared_.errors += failed - 1;
   }
 }
@@ -342,7 +357,7 @@ LowerTierProgress SharedStore::poll(bool wait) {
     publishing_.erase(done.block.plh);
     if (!done.stored) continue;
     progress.stored.push_back(done.block);
-    known_.insert_or_assign(done.block.plh, std::move(done.block));
+    remember(std::move(done.block));
   }
   for (const LowerRead& read : progress.reads) {
     for (std::size_t i = 0; i < read.blocks.size(); ++i) {

@@ -117,6 +117,10 @@ class SharedStore final : public LowerTier {
     bool stored = false;  // in the store now (this SET, or another's before it)
   };
 
+  /// Notes a block the store holds; past kKnownLimit blocks the notes start over.
+  void remember(g1::TieredBlock block);
+  /// What went wrong: the first error reply's text, or why the node failed.
+  static std::string error_text(const RedisCluster& cluster, const std::vector<RedisReplyPtr>& replies);
   void work();
   void run_writes(std::vector<WriteJob>& jobs);
   void run_reads(std::vector<ReadJob>& jobs);
@@ -136,6 +140,7 @@ class SharedStore final : public LowerTier {
   RedisCluster lookup_cluster_;
   RedisCluster worker_cluster_;
 
+  static constexpr std::size_t kKnownLimit = 65536;
   // The caller's thread only.
   std::unordered_map<PositionalLineageHash, g1::TieredBlock> known_;
   std::unordered_set<PositionalLineageHash> publishing_;

@@ -1,0 +1,222 @@
+#include "kvtier/measure/shared_measurement.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "kvtier/core/errors.hpp"
+#include "kvtier/core/kv_layout.hpp"
+
+#if KVTIER_WITH_REDIS
+#include <hiredis/hiredis.h>
+
+#include "kvtier/tiers/block_record.hpp"
+#include "kvtier/tiers/shared/redis_cluster.hpp"
+#include "kvtier/tiers/shared/redis_url.hpp"
+#include "kvtier/tiers/shared/shared_store.hpp"
+#endif
+
+namespace kvtier::measure {
+
+bool shared_measurement_available() noexcept { return KVTIER_WITH_REDIS != 0; }
+
+#if KVTIER_WITH_REDIS
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+/// Pages of one layer x one KV head x 16 tokens of bf16: head_dim sets the size.
+KvLayout layout_of(std::size_t page_bytes) {
+  if (page_bytes == 0 || page_bytes % 64 != 0) {
+    throw ConfigError("a shared bench page size must be a multiple of 64 bytes, not " + std::to_string(page_bytes));
+  }
+  const KvGeometry g{.layers = 1,
+                     .kv_heads = 1,
+                     .head_dim = static_cast<std::uint32_t>(page_bytes / 64),
+                     .dtype = KvDtype::Bf16,
+                     .tokens_per_block = 16};
+  return KvLayout(g, PageLayout::PageMajor, 1);
+}
+
+g1::TieredBlock block_of(std::uint64_t n) {
+  const SequenceHash hash(n * 7919 + 1);
+  return g1::TieredBlock{.plh = PositionalLineageHash(hash, std::nullopt, n),
+                         .hash = hash,
+                         .parent = std::nullopt,
+                         .local = LocalBlockHash(n),
+                         .token_ids = std::nullopt};
+}
+
+std::vector<std::byte> payload_of(std::size_t bytes, std::uint64_t seed) {
+  std::vector<std::byte> page(bytes);
+  for (std::size_t i = 0; i < bytes; ++i) page[i] = static_cast<std::byte>((seed * 131 + i * 7) & 0xFF);
+  return page;
+}
+
+struct StoreTimes {
+  double put_s = 0.0;
+  double get_s = 0.0;
+  std::vector<double> put_batches;
+  std::vector<double> get_batches;
+};
+
+/// The store's side: publishes `blocks` fresh blocks a batch at a time (each
+/// batch until answered), then looks up and reads them back a batch at a time.
+StoreTimes time_store(tiers::shared::SharedStore& store, std::span<const std::byte> payload, std::size_t blocks,
+                      std::size_t batch, std::size_t& verified) {
+  StoreTimes t;
+  std::vector<SequenceHash> none;
+  for (std::size_t first = 0; first < blocks; first += batch) {
+    const std::size_t n = std::min(batch, blocks - first);
+    const auto start = Clock::now();
+    for (std::size_t i = 0; i < n; ++i) {
+      if (store.write(block_of(first + i), payload, none) != tiers::LowerTier::WriteStart::Started) {
+        throw ConfigError("the shared tier refused a publish (batch larger than its in-flight bound?)");
+      }
+    }
+    const auto progress = store.poll(true);
+    t.put_batches.push_back(seconds_since(start));
+    t.put_s += t.put_batches.back();
+    if (progress.stored.size() != n) throw ConfigError("the shared store did not take every block (is it up?)");
+  }
+  std::vector<std::vector<std::byte>> pages(batch, std::vector<std::byte>(payload.size()));
+  std::vector<std::byte*> pointers;
+  for (auto& page : pages) pointers.push_back(page.data());
+  for (std::size_t first = 0; first < blocks; first += batch) {
+    const std::size_t n = std::min(batch, blocks - first);
+    std::vector<PositionalLineageHash> plhs;
+    for (std::size_t i = 0; i < n; ++i) plhs.push_back(block_of(first + i).plh);
+    const auto start = Clock::now();
+    const auto found = store.lookup(plhs);
+    if (std::count_if(found.begin(), found.end(), [](const auto& b) { return b.has_value(); }) !=
+        static_cast<std::ptrdiff_t>(n)) {
+      throw ConfigError("a published block was not found (maxmemory too small for the bench?)");
+    }
+    if (!store.read(plhs, std::span(pointers).first(n))) throw ConfigError("the shared tier refused a read");
+    const auto progress = store.poll(true);
+    t.get_batches.push_back(seconds_since(start));
+    t.get_s += t.get_batches.back();
+    for (const auto& read : progress.reads) {
+      for (std::size_t i = 0; i < read.ok.size(); ++i) {
+        if (!read.ok[i] || !std::equal(payload.begin(), payload.end(), pages[i].begin())) {
+          throw ConfigError("a block did not come back verified from the shared store");
+        }
+        ++verified;
+      }
+    }
+  }
+  return t;
+}
+
+struct CeilingTimes {
+  double put_s = 0.0;
+  double get_s = 0.0;
+  std::vector<double> get_batches;
+};
+
+/// The store alone: pipelined SETs, then GETs, of values of the same size,
+/// a batch per pipeline, on a client of the same kind.
+CeilingTimes time_ceiling(tiers::shared::RedisCluster& cluster, const std::string& prefix, const std::string& value,
+                          std::size_t blocks, std::size_t batch) {
+  CeilingTimes t;
+  std::vector<std::string> keys;
+  for (std::size_t i = 0; i < blocks; ++i) keys.push_back(prefix + std::to_string(i));
+  for (const bool get : {false, true}) {
+    for (std::size_t first = 0; first < blocks; first += batch) {
+      const std::size_t n = std::min(batch, blocks - first);
+      std::vector<tiers::shared::RedisCommand> commands;
+      for (std::size_t i = 0; i < n; ++i) {
+        commands.push_back(get ? tiers::shared::RedisCommand{.args = {"GET", keys[first + i]}}
+                               : tiers::shared::RedisCommand{.args = {"SET", keys[first + i], value}});
+      }
+      const auto start = Clock::now();
+      const auto replies = cluster.run(commands);
+      const double took = seconds_since(start);
+      for (const auto& reply : replies) {
+        if (reply == nullptr || reply->type == REDIS_REPLY_ERROR ||
+            (get && (reply->type != REDIS_REPLY_STRING || reply->len != value.size()))) {
+          throw ConfigError("the store did not answer the ceiling's " + std::string(get ? "GET" : "SET"));
+        }
+      }
+      (get ? t.get_s : t.put_s) += took;
+      if (get) t.get_batches.push_back(took);
+    }
+  }
+  std::vector<tiers::shared::RedisCommand> cleanup;
+  for (const std::string& key : keys) cleanup.push_back(tiers::shared::RedisCommand{.args = {"DEL", key}});
+  (void)cluster.run(cleanup);
+  return t;
+}
+
+}  // namespace
+
+SharedPoint measure_shared(const std::vector<std::string>& urls, std::size_t page_bytes, std::size_t batch,
+                           std::size_t bytes, std::size_t iterations) {
+  if (batch == 0 || batch > 4096) throw ConfigError("a shared bench batch must be in 1..4096 blocks");
+  if (iterations == 0) throw ConfigError("iterations must be at least 1");
+  const KvLayout layout = layout_of(page_bytes);
+  std::vector<tiers::shared::RedisEndpoint> endpoints;
+  for (const std::string& url : urls) endpoints.push_back(tiers::shared::parse_redis_url(url));
+  if (endpoints.empty()) throw ConfigError("the shared bench needs a redis:// URL");
+  const std::size_t blocks = std::max<std::size_t>(batch, bytes / page_bytes);
+  const std::vector<std::byte> payload = payload_of(page_bytes, blocks);
+  // The ceiling's values are as large as the store's: record header + page.
+  const std::string value(tiers::record_header_bytes(0) + page_bytes, 'v');
+  tiers::shared::RedisCluster raw(tiers::shared::RedisClusterConfig{.seeds = endpoints});
+  SharedPoint point{.page_bytes = page_bytes, .batch = batch, .blocks = blocks, .iterations = iterations};
+  std::vector<double> put, get, ceiling_put, ceiling_get, put_ms, get_ms, ceiling_get_ms;
+  const double payload_bytes = static_cast<double>(blocks * page_bytes);
+  for (std::size_t it = 0; it < iterations; ++it) {
+    const std::string space = "kvtier-bench-" + std::to_string(::getpid()) + "-" + std::to_string(it);
+    {
+      tiers::shared::SharedStore store(
+          tiers::shared::SharedStoreConfig{.endpoints = endpoints,
+                                           .key_namespace = space,
+                                           .max_writes_in_flight = static_cast<std::uint32_t>(batch),
+                                           .max_reads_in_flight = static_cast<std::uint32_t>(batch)},
+          layout);
+      const StoreTimes s = time_store(store, payload, blocks, batch, point.verified_reads);
+      put.push_back(payload_bytes / s.put_s / 1e9);
+      get.push_back(payload_bytes / s.get_s / 1e9);
+      put_ms.push_back(median(s.put_batches) * 1e3);
+      get_ms.push_back(median(s.get_batches) * 1e3);
+      std::vector<tiers::shared::RedisCommand> cleanup;
+      std::vector<std::string> keys;
+      for (std::size_t i = 0; i < blocks; ++i) keys.push_back(store.key(block_of(i).plh));
+      for (const std::string& key : keys) cleanup.push_back(tiers::shared::RedisCommand{.args = {"DEL", key}});
+      (void)raw.run(cleanup);
+    }
+    const CeilingTimes c = time_ceiling(raw, space + ":raw:", value, blocks, batch);
+    ceiling_put.push_back(payload_bytes / c.put_s / 1e9);
+    ceiling_get.push_back(payload_bytes / c.get_s / 1e9);
+    ceiling_get_ms.push_back(median(c.get_batches) * 1e3);
+  }
+  point.put_gbps = median(put);
+  point.get_gbps = median(get);
+  point.ceiling_put_gbps = median(ceiling_put);
+  point.ceiling_get_gbps = median(ceiling_get);
+  point.put_batch_ms = median(put_ms);
+  point.get_batch_ms = median(get_ms);
+  point.ceiling_get_batch_ms = median(ceiling_get_ms);
+  return point;
+}
+
+#else
+
+SharedPoint measure_shared(const std::vector<std::string>&, std::size_t, std::size_t, std::size_t, std::size_t) {
+  throw ConfigError("this kvtier was built without hiredis: no shared tier to measure");
+}
+
+#endif
+
+}  // namespace kvtier::measure

@@ -1,0 +1,41 @@
+#pragma once
+// G4 bandwidth and latency (`kvtier bench shared`): blocks published to and
+// fetched back from a SharedStore — record headers, the pipelined lookup and
+// verification included — next to the same-run ceiling of the store itself:
+// raw pipelined SETs, then GETs, of values of the same size (header + page)
+// in batches of the same size, on a connection of the same client, timed
+// right after the store in each iteration. Bandwidths count payload bytes.
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace kvtier::measure {
+
+struct SharedPoint {
+  std::size_t page_bytes = 0;
+  std::size_t batch = 0;   // blocks per publish burst, per lookup and read
+  std::size_t blocks = 0;  // per iteration
+  std::size_t iterations = 0;
+  double put_gbps = 0.0;  // medians over the iterations
+  double get_gbps = 0.0;
+  double ceiling_put_gbps = 0.0;
+  double ceiling_get_gbps = 0.0;
+  double put_batch_ms = 0.0;          // median wall time of one batch: published and answered
+  double get_batch_ms = 0.0;          // one lookup + read of a batch, verified
+  double ceiling_get_batch_ms = 0.0;  // one raw GET pipeline of a batch
+  std::size_t verified_reads = 0;     // blocks fetched that verified (all, or the bench fails)
+  double put_of_ceiling() const { return ceiling_put_gbps > 0.0 ? put_gbps / ceiling_put_gbps : 0.0; }
+  double get_of_ceiling() const { return ceiling_get_gbps > 0.0 ? get_gbps / ceiling_get_gbps : 0.0; }
+};
+
+/// True when this build has the shared tier (hiredis).
+bool shared_measurement_available() noexcept;
+
+/// Measures one (page size, batch) on the store at `urls` (what it writes
+/// is deleted after): about `bytes` of payload per iteration. ConfigError: a
+/// page size that is not a multiple of 64 bytes, no hiredis, a store that
+/// does not answer, a block that did not come back verified.
+SharedPoint measure_shared(const std::vector<std::string>& urls, std::size_t page_bytes, std::size_t batch,
+                           std::size_t bytes, std::size_t iterations);
+
+}  // namespace kvtier::measure

@@ -1,0 +1,92 @@
+"""The G4 shared tier through kvtier.Manager (docs/shared-tier.md), on a
+redis-server this module starts and stops (scripts/redis-cluster.sh, 127.0.0.1
+only): blocks one manager computed come back byte for byte in another manager
+(another instance: cold G1 and G2) through G2; metrics and EXTERNAL events
+say so; a store that is down is a miss, not an error (host runtime)."""
+import os
+import pathlib
+import shutil
+import subprocess
+
+import pytest
+
+import kvtier
+
+BS = 4
+SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "redis-cluster.sh"
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory):
+    if shutil.which("redis-server") is None:
+        pytest.skip("no redis-server")
+    port = str(14000 + os.getpid() % 1000 * 4)
+    env = dict(os.environ, KVTIER_REDIS_DIR=str(tmp_path_factory.mktemp("redis")))
+    url = subprocess.run(["bash", str(SCRIPT), "start", "1", port], env=env, check=True, capture_output=True,
+                         text=True).stdout.strip()
+    yield url
+    subprocess.run(["bash", str(SCRIPT), "stop", "1", port], env=env, check=True)
+
+
+def manager(url, space, **kw):
+    return kvtier.Manager(backend="native", capacity=8, block_size=BS, device="host", host_blocks=4,
+                          shared_tier=[url], shared_namespace=space, **kw)
+
+
+def prefill(m, r):
+    while True:
+        result = m.allocate(r).result
+        if result != "blocked_on_offload":
+            break
+        m.collect_offloads(wait=True)
+    assert result == "ready"
+    m.finalize(r, len(r))
+
+
+def publish_first(m):
+    """A four-block request, then another of eight: the first's blocks land in G2 and are published."""
+    first = m.add_request(list(range(16)))
+    prefill(m, first)
+    m.write_pattern(first)
+    m.finish(first)
+    other = m.add_request(list(range(1000, 1032)))
+    prefill(m, other)
+    m.finish(other)
+    m.collect_offloads(wait=True)
+    m.collect_offloads(wait=True)
+    return first
+
+
+def test_another_manager_swaps_in_what_one_published(redis_url):
+    with manager(redis_url, "python-two") as m:
+        first = publish_first(m)
+        hashes = first.blocks
+        events = m.take_events()
+        external = {b["hash"] for e in events if e["tier"] == "external" and e["type"] == "stored" for b in e["blocks"]}
+        assert set(hashes) <= external
+        assert m.metrics()["shared_blocks_published"] >= 4
+    with manager(redis_url, "python-two") as other:
+        start = other.swap_in(hashes)
+        assert start["status"] == "scheduled" and start["count"] == 4 and start["from_shared"] == 4
+        assert other.register_swap_in(start["swap_in_id"]) == {"failed": False, "registered": 4}
+        again = other.add_request(list(range(16)))
+        prefill(other, again)
+        assert other.verify(again) == [], "the pages came back from Redis with the bytes the first manager wrote"
+        metrics = other.metrics()
+        assert metrics["shared_blocks_fetched"] == 4 and metrics["shared_checksum_failures"] == 0
+        assert metrics["shared_lookups"] == 1
+
+
+def test_a_store_that_is_down_is_a_miss(redis_url):
+    with manager("redis://127.0.0.1:1", "down", shared_timeout_ms=100) as m:
+        first = publish_first(m)
+        start = m.swap_in(first.blocks)  # still in G2: no lookup needed
+        assert start["status"] == "scheduled"
+        assert m.metrics()["shared_errors"] > 0
+
+
+def test_bad_shared_settings_are_refused():
+    with pytest.raises(kvtier.ConfigError):
+        kvtier.Manager(device="host", shared_tier=["redis://127.0.0.1:1"])  # no G2
+    with pytest.raises(kvtier.ConfigError):
+        kvtier.Manager(device="host", host_blocks=4, shared_tier=["http://127.0.0.1:1"])
