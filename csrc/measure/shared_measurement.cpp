@@ -9,6 +9,7 @@
 
 #include "kvtier/core/errors.hpp"
 #include "kvtier/core/kv_layout.hpp"
+#include "tier_bench_blocks.hpp"
 
 #if KVTIER_WITH_REDIS
 #include <hiredis/hiredis.h>
@@ -26,36 +27,12 @@ bool shared_measurement_available() noexcept { return KVTIER_WITH_REDIS != 0; }
 #if KVTIER_WITH_REDIS
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using detail::Clock;
+using detail::median;
+using detail::seconds_since;
 
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
-/// Pages of one layer x one KV head x 16 tokens of bf16: head_dim sets the size.
-KvLayout layout_of(std::size_t page_bytes) {
-  if (page_bytes == 0 || page_bytes % 64 != 0) {
-    throw ConfigError("a shared bench page size must be a multiple of 64 bytes, not " + std::to_string(page_bytes));
-  }
-  const KvGeometry g{.layers = 1,
-                     .kv_heads = 1,
-                     .head_dim = static_cast<std::uint32_t>(page_bytes / 64),
-                     .dtype = KvDtype::Bf16,
-                     .tokens_per_block = 16};
-  return KvLayout(g, PageLayout::PageMajor, 1);
-}
-
-g1::TieredBlock block_of(std::uint64_t n) {
-  const SequenceHash hash(n * 7919 + 1);
-  return g1::TieredBlock{.plh = PositionalLineageHash(hash, std::nullopt, n),
-                         .hash = hash,
-                         .parent = std::nullopt,
-                         .local = LocalBlockHash(n),
-                         .token_ids = std::nullopt};
-}
+KvLayout layout_of(std::size_t page_bytes) { return detail::tier_bench_layout(page_bytes, "shared"); }
+g1::TieredBlock block_of(std::uint64_t n) { return detail::tier_bench_block(n); }
 
 std::vector<std::byte> payload_of(std::size_t bytes, std::uint64_t seed) {
   std::vector<std::byte> page(bytes);

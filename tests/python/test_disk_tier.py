@@ -5,6 +5,7 @@ settings are refused (host runtime: real pages, no GPU needed)."""
 import pytest
 
 import kvtier
+from tier_steps import prefill, swap_in
 
 BS = 4
 
@@ -15,15 +16,6 @@ def manager(path, **kw):
     return kvtier.Manager(capacity=8, block_size=BS, device="host", host_blocks=4, disk_path=str(path),
                           disk_blocks=64, **kw)
 
-
-def prefill(m, r):
-    while True:
-        result = m.allocate(r).result
-        if result != "blocked_on_offload":
-            break
-        m.collect_offloads(wait=True)
-    assert result == "ready"
-    m.finalize(r, len(r))
 
 
 def push_first_to_disk(m):
@@ -39,13 +31,6 @@ def push_first_to_disk(m):
     m.collect_offloads(wait=True)
     return first
 
-
-def swap_in(m, plhs):
-    start = m.swap_in(plhs)
-    while start["status"] == "blocked_on_offload":
-        m.collect_offloads(wait=True)
-        start = m.swap_in(plhs)
-    return start
 
 
 @pytest.mark.parametrize("backend", ["kvbm", "native"])

@@ -11,6 +11,7 @@ import subprocess
 import pytest
 
 import kvtier
+from tier_steps import prefill
 
 BS = 4
 SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "redis-cluster.sh"
@@ -32,15 +33,6 @@ def manager(url, space, **kw):
     return kvtier.Manager(backend="native", capacity=8, block_size=BS, device="host", host_blocks=4,
                           shared_tier=[url], shared_namespace=space, **kw)
 
-
-def prefill(m, r):
-    while True:
-        result = m.allocate(r).result
-        if result != "blocked_on_offload":
-            break
-        m.collect_offloads(wait=True)
-    assert result == "ready"
-    m.finalize(r, len(r))
 
 
 def publish_first(m):
