@@ -111,6 +111,7 @@ SwapInOutcome RequestDriver::swap_in_prefix(const ActiveSequence& sequence, std:
     if (start.status != g1::SwapInStatus::Scheduled) return outcome;
     outcome.registered = manager_->register_completed_swap_in(start.swap_in_id).registered;
     outcome.from_lower = std::min(start.from_lower, outcome.registered);
+    outcome.from_external = std::min(start.from_external, outcome.from_lower);
     ++outcome.manager_calls;
     return outcome;
   }
@@ -123,6 +124,7 @@ Admission RequestDriver::admit(g1::OwnerId owner, ActiveSequence& sequence, std:
   const SwapInOutcome swap_in = swap_in_prefix(sequence, prompt_tokens);
   admission.swapped_in = swap_in.registered;
   admission.swapped_in_from_lower = swap_in.from_lower;
+  admission.swapped_in_from_external = swap_in.from_external;
   admission.manager_calls = swap_in.manager_calls;
   const std::size_t block_size = manager_->block_size();
   admission.cached_blocks =

@@ -100,8 +100,11 @@ SwapInStart G1Manager::try_batch_swap_in(std::span<const PositionalLineageHash> 
   }
   const std::size_t copied = copy.blocks.size();
   swap_ins_.emplace(copy.transfer, SwapInLease{.slots = grant.id, .pins = pins, .blocks = std::move(copy.blocks)});
-  return SwapInStart{
-      .status = SwapInStatus::Scheduled, .swap_in_id = copy.transfer, .count = copied, .from_lower = copy.from_lower};
+  return SwapInStart{.status = SwapInStatus::Scheduled,
+                     .swap_in_id = copy.transfer,
+                     .count = copied,
+                     .from_lower = copy.from_lower,
+                     .from_external = copy.from_external};
 }
 
 bool G1Manager::cancel_swap_in(std::uint64_t swap_in_id) {

@@ -47,21 +47,23 @@ void read_tiers(const g1::G1Manager& manager, const offload::OffloadEngine* engi
   };
   out.g1_to_g2 = copies(engine->swap_out_usage());
   out.g2_to_g1 = copies(engine->swap_in_usage());
-  const tiers::LowerTier* lower = engine->lower_tier();
-  if (lower == nullptr) return;
-  const bool shared = lower->medium() == StorageTier::External;
-  TierMetrics& disk = out.tier(shared ? Tier::G4 : Tier::G3);
-  disk.present = true;
-  const tiers::LowerTierStats io = lower->stats();
-  disk.capacity_blocks = lower->capacity();
-  disk.used_blocks = lower->used();
-  disk.cached_blocks = lower->used();
-  disk.checksum_failures = io.checksum_failures;
-  // One block a write or read: the counts are the transfers too.
-  (shared ? out.g2_to_g4 : out.g2_to_g3) =
-      TransferMetrics{.transfers = io.blocks_written, .blocks = io.blocks_written, .bytes = io.bytes_written};
-  (shared ? out.g4_to_g2 : out.g3_to_g2) =
-      TransferMetrics{.transfers = io.blocks_read, .blocks = io.blocks_read, .bytes = io.bytes_read};
+  for (const StorageTier medium : {StorageTier::Disk, StorageTier::External}) {
+    const tiers::LowerTier* lower = engine->lower_tier(medium);
+    if (lower == nullptr) continue;
+    const bool shared = medium == StorageTier::External;
+    TierMetrics& tier = out.tier(shared ? Tier::G4 : Tier::G3);
+    tier.present = true;
+    const tiers::LowerTierStats io = lower->stats();
+    tier.capacity_blocks = lower->capacity();
+    tier.used_blocks = lower->used();
+    tier.cached_blocks = lower->used();
+    tier.checksum_failures = io.checksum_failures;
+    // One block a write or read: the counts are the transfers too.
+    (shared ? out.g2_to_g4 : out.g2_to_g3) =
+        TransferMetrics{.transfers = io.blocks_written, .blocks = io.blocks_written, .bytes = io.bytes_written};
+    (shared ? out.g4_to_g2 : out.g3_to_g2) =
+        TransferMetrics{.transfers = io.blocks_read, .blocks = io.blocks_read, .bytes = io.bytes_read};
+  }
 }
 
 }  // namespace kvtier::metrics

@@ -30,24 +30,45 @@ constexpr double kBytesPerMsPerGbps = 1e6;
 
 }  // namespace
 
+namespace {
+
+std::vector<std::unique_ptr<tiers::LowerTier>> one_or_none(std::unique_ptr<tiers::LowerTier> lower) {
+  std::vector<std::unique_ptr<tiers::LowerTier>> lowers;
+  if (lower) lowers.push_back(std::move(lower));
+  return lowers;
+}
+
+}  // namespace
+
 OffloadEngine::OffloadEngine(memory::Runtime& runtime, memory::KvPool& g1_pool, OffloadConfig config,
                              std::unique_ptr<tiers::LowerTier> lower)
+    : OffloadEngine(runtime, g1_pool, config, one_or_none(std::move(lower))) {}
+
+OffloadEngine::OffloadEngine(memory::Runtime& runtime, memory::KvPool& g1_pool, OffloadConfig config,
+                             std::vector<std::unique_ptr<tiers::LowerTier>> lowers)
     : runtime_(runtime),
       g1_pool_(g1_pool),
       config_(config),
       host_pool_(make_host_pool(runtime, g1_pool, config_, allocation_seconds_)),
       registry_(config.host_blocks, g1::EvictionBackend::Lineage),
-      lower_(std::move(lower)),
+      lowers_(std::move(lowers)),
       offload_stream_(runtime.create_stream()),
       onboard_stream_(runtime.create_priority_stream()),
       offload_link_(config.link_gbps * kBytesPerMsPerGbps),
       onboard_link_(config.link_gbps * kBytesPerMsPerGbps) {
   const std::size_t page_bytes = g1_pool.layout().page_bytes();
-  if (lower_ && lower_->page_bytes() != page_bytes) {
-    throw ConfigError("the tier below G2 holds pages of " + std::to_string(lower_->page_bytes()) +
-                      " bytes, G2 pages of " + std::to_string(page_bytes));
+  for (std::size_t t = 0; t < lowers_.size(); ++t) {
+    KVTIER_EXPECTS(lowers_[t] != nullptr, "a tier below G2 is null");
+    if (lowers_[t]->page_bytes() != page_bytes) {
+      throw ConfigError("the tier below G2 holds pages of " + std::to_string(lowers_[t]->page_bytes()) +
+                        " bytes, G2 pages of " + std::to_string(page_bytes));
+    }
+    for (std::size_t u = 0; u < t; ++u) {
+      if (lowers_[u]->medium() == lowers_[t]->medium()) throw ConfigError("two tiers below G2 of one medium");
+    }
   }
-  if (lower_) promoted_pages_.assign(config_.host_blocks, false);
+  if (!lowers_.empty()) promoted_pages_.assign(config_.host_blocks, 0);
+  lower_usages_.resize(lowers_.size());
   const std::uint32_t ring = config_.staging_pages.value_or(
       runtime.kind() == memory::RuntimeKind::Cuda && page_bytes < config_.staging_below_bytes
           ? static_cast<std::uint32_t>(std::clamp<std::size_t>((std::size_t{64} << 20) / page_bytes, 2, 4096))
@@ -74,10 +95,11 @@ void OffloadEngine::bind(KvEventPublisher& publisher, g1::G1Backend backend) {
   registry_ = HostBlockRegistry(
       config_.host_blocks, backend == g1::G1Backend::Kvbm ? g1::EvictionBackend::Lineage : g1::EvictionBackend::Lru);
   publisher_ = &publisher;
-  if (!lower_) return;
-  // What the lower tier recovered at open is announced, so a router's view
+  // What a lower tier recovered at open is announced, so a router's view
   // of it starts whole and a later Removed names a block it was told of.
-  for (const g1::TieredBlock& block : lower_->resident_blocks()) publish_stored(lower_->medium(), block);
+  for (const auto& lower : lowers_) {
+    for (const g1::TieredBlock& block : lower->resident_blocks()) publish_stored(lower->medium(), block);
+  }
 }
 
 void OffloadEngine::publish_stored(StorageTier tier, const g1::TieredBlock& block) {
@@ -243,8 +265,8 @@ std::uint64_t OffloadEngine::checksum(G2Page page) const {
 
 g1::TierProgress OffloadEngine::poll(bool wait) {
   g1::TierProgress progress;
-  if (lower_) {
-    apply_lower(lower_->poll(wait));
+  if (!lowers_.empty()) {
+    for (std::size_t tier = 0; tier < lowers_.size(); ++tier) apply_lower(tier, lowers_[tier]->poll(wait));
     for (auto& [id, transfer] : transfers_) issue_lower_reads(id, transfer);
   }
   for (auto it = transfers_.begin(); it != transfers_.end();) {
@@ -270,7 +292,9 @@ g1::TierProgress OffloadEngine::poll(bool wait) {
       const g1::TieredBlock block = registry_.block(page);
       if (!registry_.land(page, config_.verify_swaps ? checksum(page) : 0)) continue;
       publish_stored(StorageTier::HostPinned, block);
-      if (lower_ && lower_->write_through()) offer_to_lower(page, block);
+      for (std::size_t tier = 0; tier < lowers_.size(); ++tier) {
+        if (lowers_[tier]->write_through()) offer_to_lower(tier, page, block);
+      }
     }
     progress.released.insert(progress.released.end(), transfer.g1_pages.begin(), transfer.g1_pages.end());
     it = transfers_.erase(it);
@@ -294,11 +318,19 @@ g1::SwapInCopy OffloadEngine::prepare_swap_in(std::span<const PositionalLineageH
   std::vector<G2Page> sources;
   std::vector<bool> pinned;
   std::vector<std::size_t> lower_positions;
+  std::vector<std::uint8_t> source_of;  // per position: the lower tier it is read from
   std::vector<SequenceHash> evicted;
-  // The lower tier's answer for plhs[below_from..]: asked once, at the first
-  // block G2 lacks (one round trip to a shared store).
-  std::vector<std::optional<g1::TieredBlock>> below;
-  std::optional<std::size_t> below_from;
+  // Each lower tier is asked once, for every block from the first it is
+  // asked about (one round trip to a shared store), nearest tier first.
+  std::vector<std::optional<std::size_t>> asked_from(lowers_.size());
+  std::vector<std::vector<std::optional<g1::TieredBlock>>> answers(lowers_.size());
+  const auto held = [&](std::size_t tier, std::size_t i) -> const std::optional<g1::TieredBlock>& {
+    if (!asked_from[tier]) {
+      answers[tier] = lowers_[tier]->lookup(plhs.subspan(i));
+      asked_from[tier] = i;
+    }
+    return answers[tier][i - *asked_from[tier]];
+  };
   for (std::size_t i = 0; i < plhs.size(); ++i) {
     const PositionalLineageHash& plh = plhs[i];
     if (const auto page = registry_.resident_page(plh)) {
@@ -312,29 +344,35 @@ g1::SwapInCopy OffloadEngine::prepare_swap_in(std::span<const PositionalLineageH
         break;  // the request recomputes from here
       }
       registry_.pin(*page);  // now: a page reserved below for a lower-tier block must not evict it
-      if (lower_ && promoted_pages_[page->value()]) {
-        promoted_pages_[page->value()] = false;
+      if (!lowers_.empty() && promoted_pages_[page->value()] != 0) {
+        const std::size_t tier = promoted_pages_[page->value()] - 1U;
+        promoted_pages_[page->value()] = 0;
         ++copy.from_lower;
+        if (lower_medium(tier) == StorageTier::External) ++copy.from_external;
       }
       sources.push_back(*page);
+      source_of.push_back(0);
       pinned.push_back(true);
       copy.blocks.push_back(registry_.block(*page));
       continue;
     }
     // Only the tier below holds it: it lands in a G2 page first (G3 -> G2 -> G1).
-    if (!lower_ || registry_.contains(plh)) break;
-    if (!below_from) {
-      below = lower_->lookup(plhs.subspan(i));
-      below_from = i;
+    if (lowers_.empty() || registry_.contains(plh)) break;
+    const std::optional<g1::TieredBlock>* block = nullptr;
+    std::size_t tier = 0;
+    for (; tier < lowers_.size(); ++tier) {
+      block = &held(tier, i);
+      if (block->has_value()) break;
     }
-    const std::optional<g1::TieredBlock>& block = below[i - *below_from];
-    if (!block) break;
-    const auto page = reserve_page(*block, evicted);
+    if (tier == lowers_.size()) break;
+    const auto page = reserve_page(**block, evicted);
     if (!page) break;
     lower_positions.push_back(sources.size());
+    if (lower_medium(tier) == StorageTier::External) ++copy.from_external;
     sources.push_back(*page);
+    source_of.push_back(static_cast<std::uint8_t>(tier));
     pinned.push_back(false);  // pinned when its read lands
-    copy.blocks.push_back(*block);
+    copy.blocks.push_back(**block);
   }
   if (!evicted.empty()) publisher_->publish_removed(StorageTier::HostPinned, KvRemoved{std::move(evicted)});
   if (sources.empty()) return copy;
@@ -349,6 +387,7 @@ g1::SwapInCopy OffloadEngine::prepare_swap_in(std::span<const PositionalLineageH
                                                             .submitted = false,
                                                             .pinned = std::move(pinned),
                                                             .lower_unissued = lower_positions,
+                                                            .lower_source = std::move(source_of),
                                                             .lower_pending = lower_positions.size()})
                            .first->second;
   if (transfer.lower_pending > 0) issue_lower_reads(copy.transfer, transfer);
@@ -412,7 +451,7 @@ void OffloadEngine::finish_swap_in(std::uint64_t transfer) {
   // Its lower-tier blocks not yet read: nothing writes their Landing pages.
   for (const std::size_t position : t.lower_unissued) registry_.drop(t.g2_pages[position]);
   // Those being read land unowned when the read ends (a page is never freed under I/O).
-  for (auto& [read, load] : lower_loads_) {
+  for (auto& [read, load] : lower_loads_) {  // by (tier, read id)
     if (load.transfer == transfer) load.transfer = 0;
   }
   transfers_.erase(transfer);

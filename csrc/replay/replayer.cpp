@@ -62,10 +62,10 @@ class Replay {
     session_ = std::make_unique<session::Session>(runtime, config.session);
     manager_ = &session_->manager();
     engine_ = session_->engine();
-    if (engine_ != nullptr && engine_->lower_tier() != nullptr) {
-      lower_is_shared_ = engine_->lower_tier()->medium() == StorageTier::External;
-      if (!lower_is_shared_)
-        report_.g3_recovered_blocks = engine_->lower_tier()->used();  // what an earlier process left
+    if (engine_ != nullptr) {
+      if (const tiers::LowerTier* disk = engine_->lower_tier(StorageTier::Disk)) {
+        report_.g3_recovered_blocks = disk->used();  // what an earlier process left
+      }
     }
     writer_ = std::make_unique<TokenKvWriter>(session_->pool(), config.token_budget);
     if (config.copy_fault_one_in > 0 && (engine_ == nullptr || runtime.faults() == nullptr)) {
@@ -116,13 +116,8 @@ class Replay {
       report_.failed_copies = engine_->stats().failed_transfers;
       report_.swap_out_gbps = engine_->swap_out_usage().gbps();
       report_.swap_in_gbps = engine_->swap_in_usage().gbps();
-      if (const tiers::LowerTier* lower = engine_->lower_tier()) {
-        if (lower_is_shared_) {
-          read_shared(*lower);
-        } else {
-          read_disk(*lower);
-        }
-      }
+      if (const tiers::LowerTier* disk = engine_->lower_tier(StorageTier::Disk)) read_disk(*disk);
+      if (const tiers::LowerTier* shared = engine_->lower_tier(StorageTier::External)) read_shared(*shared);
     }
     report_.virtual_ms = now_;
     report_.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
@@ -144,13 +139,13 @@ class Replay {
     report_.g3_read_gbps = gbps(io.bytes_read, io.read_busy_s);
     report_.g3_checksum_failures = io.checksum_failures;
     report_.g3_io_failures = io.read_failures + io.write_failures;
-    report_.g3_demotions_refused = engine_->lower_usage().demotions_refused;
+    report_.g3_demotions_refused = engine_->lower_usage(StorageTier::Disk).demotions_refused;
   }
 
   void read_shared(const tiers::LowerTier& shared) {
     const tiers::LowerTierStats io = shared.stats();
     report_.g4_blocks_published = io.blocks_written;
-    report_.g4_publishes_refused = engine_->lower_usage().demotions_refused;
+    report_.g4_publishes_refused = engine_->lower_usage(StorageTier::External).demotions_refused;
     report_.g4_blocks_fetched = io.blocks_read;
     report_.g4_bytes_fetched = io.bytes_read;
     report_.g4_fetch_gbps = io.read_busy_s > 0.0 ? static_cast<double>(io.bytes_read) / io.read_busy_s / 1e9 : 0.0;
@@ -304,7 +299,9 @@ class Replay {
         report_.prompt_blocks += r.prompt_length / bs;
         const std::size_t swapped = std::min(admission.swapped_in, hits);
         const std::size_t from_lower = std::min(admission.swapped_in_from_lower, swapped);
-        (lower_is_shared_ ? report_.g4_hit_blocks : report_.g3_hit_blocks) += from_lower;
+        const std::size_t from_g4 = std::min(admission.swapped_in_from_external, from_lower);
+        report_.g4_hit_blocks += from_g4;
+        report_.g3_hit_blocks += from_lower - from_g4;
         report_.g2_hit_blocks += swapped - from_lower;
         report_.g1_hit_blocks += hits - swapped;
         r.admitted_before = true;
@@ -423,7 +420,6 @@ class Replay {
   const std::vector<TraceRequest>& requests_;
   std::vector<std::size_t> trace_index_;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
-  bool lower_is_shared_ = false;  // the tier under G2 is G4 (its hits count as G4's)
   std::unique_ptr<session::Session> session_;
   g1::G1Manager* manager_;                 // the session's
   offload::OffloadEngine* engine_;         // the session's G2 tier, or nullptr

@@ -60,13 +60,12 @@ Json ScriptRunner::State::op_host_cached(const Fields& f) {
 
 Json ScriptRunner::State::op_disk_cached(const Fields& f) {
   const offload::OffloadEngine* engine = session_->engine();
-  if (engine == nullptr || engine->lower_tier() == nullptr || session_->lower_tier_is_shared()) {
-    f.fail("disk_cached needs the disk tier (init disk_path)");
-  }
+  const tiers::LowerTier* disk = session_->lower_tier(StorageTier::Disk);
+  if (engine == nullptr || disk == nullptr) f.fail("disk_cached needs the disk tier (init disk_path)");
   const auto& hashes = f.raw("hashes");
   if (!hashes.is_array()) f.fail("field 'hashes' must be a list");
   std::unordered_set<std::uint64_t> held;
-  for (const g1::TieredBlock& block : engine->lower_tier()->resident_blocks()) held.insert(block.hash.value());
+  for (const g1::TieredBlock& block : disk->resident_blocks()) held.insert(block.hash.value());
   Json cached = Json::array();
   for (const auto& hash : hashes) cached.push_back(held.contains(f.as_u64(hash, "every hash")));
   Json out;
@@ -107,7 +106,8 @@ Json ScriptRunner::State::op_swap_in(const Fields& f) {
   out["result"] = g1::swap_in_status_name(start.status);
   if (start.status == g1::SwapInStatus::Scheduled) {
     out["count"] = start.count;
-    if (start.from_lower > 0) out[session_->lower_tier_source_field()] = start.from_lower;
+    if (start.from_lower > start.from_external) out["from_disk"] = start.from_lower - start.from_external;
+    if (start.from_external > 0) out["from_shared"] = start.from_external;
     swap_ins_.emplace(id, start.swap_in_id);
   } else if (start.status == g1::SwapInStatus::BlockedOnG1Offload) {
     out["offload"] = start.offload_id;
@@ -162,7 +162,8 @@ Json ScriptRunner::State::op_inject_fault(const Fields& f) {
 Json ScriptRunner::State::inject_disk_fault(const Fields& f) {
 #if KVTIER_WITH_URING
   offload::OffloadEngine* engine = session_->engine();
-  auto* disk = engine != nullptr ? dynamic_cast<tiers::disk::DiskStore*>(engine->lower_tier()) : nullptr;
+  auto* disk =
+      engine != nullptr ? dynamic_cast<tiers::disk::DiskStore*>(engine->lower_tier(StorageTier::Disk)) : nullptr;
   if (disk == nullptr) f.fail("disk faults need the disk tier (init disk_path)");
   tiers::disk::DiskFaults faults;
   const auto nth = [&](const char* name) {

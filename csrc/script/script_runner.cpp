@@ -285,7 +285,7 @@ Json ScriptRunner::State::op_init(const Fields& f) {
   out["page_bytes"] = made->pool().layout().page_bytes();
   if (made->config().host_blocks != 0) out["host_blocks"] = made->config().host_blocks;
   if (made->config().disk) {
-    const tiers::LowerTier& disk = *made->engine()->lower_tier();
+    const tiers::LowerTier& disk = *made->lower_tier(StorageTier::Disk);
     out["disk_blocks"] = disk.capacity();
     out["disk_recovered"] = disk.used();  // blocks an earlier run left, announced as Stored events
     out["disk_direct_io"] = session::disk_tier_facts(disk).direct_io;

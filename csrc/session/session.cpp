@@ -35,15 +35,15 @@ void Session::build(memory::Runtime* borrowed) {
   if (config_.host_blocks != 0) {
     // G2 pages are page-major whatever G1's layout: so are the tiers' below it.
     const KvLayout g2_layout(layout.geometry(), PageLayout::PageMajor, 1);
-    std::unique_ptr<tiers::LowerTier> lower;
-    if (config_.disk) lower = open_disk_tier(*config_.disk, g2_layout);
-    if (config_.shared) lower = open_shared_tier(*config_.shared, g2_layout);
+    std::vector<std::unique_ptr<tiers::LowerTier>> lowers;  // nearest first: G3, then G4
+    if (config_.disk) lowers.push_back(open_disk_tier(*config_.disk, g2_layout));
+    if (config_.shared) lowers.push_back(open_shared_tier(*config_.shared, g2_layout));
     engine_ = std::make_shared<offload::OffloadEngine>(
         runtime(), pool(),
         offload::OffloadConfig{.host_blocks = config_.host_blocks,
                                .batch_blocks = config_.offload_batch.value_or(offload::OffloadConfig{}.batch_blocks),
                                .verify_swaps = config_.verify_swaps},
-        std::move(lower));
+        std::move(lowers));
     manager->attach_offload_engine(engine_);
   }
   manager_ = std::move(manager);
@@ -69,19 +69,18 @@ std::vector<std::uint64_t> Session::pattern_identities(g1::OwnerId owner) const 
   return identities;
 }
 
-bool Session::lower_tier_is_shared() const noexcept {
-  const tiers::LowerTier* lower = lower_tier();
-  return lower != nullptr && lower->medium() == StorageTier::External;
-}
-
-const char* Session::lower_tier_source_field() const noexcept {
-  return lower_tier_is_shared() ? "from_shared" : "from_disk";
+const tiers::LowerTier* Session::lower_tier(StorageTier medium) const noexcept {
+  return engine_ ? engine_->lower_tier(medium) : nullptr;
 }
 
 std::vector<std::pair<const char*, std::uint64_t>> Session::lower_tier_counters() const {
-  const tiers::LowerTier* lower = lower_tier();
-  if (lower == nullptr) return {};
-  return lower_tier_is_shared() ? shared_tier_counters(*lower) : disk_tier_counters(*lower);
+  std::vector<std::pair<const char*, std::uint64_t>> counters;
+  if (const tiers::LowerTier* disk = lower_tier(StorageTier::Disk)) counters = disk_tier_counters(*disk);
+  if (const tiers::LowerTier* shared = lower_tier(StorageTier::External)) {
+    const auto more = shared_tier_counters(*shared);
+    counters.insert(counters.end(), more.begin(), more.end());
+  }
+  return counters;
 }
 
 }  // namespace kvtier::session

@@ -32,7 +32,6 @@ void SessionConfig::validate() const {
   }
   if (shared) {
     if (host_blocks == 0) throw ConfigError("the shared tier (G4) sits under G2: it needs host_blocks > 0");
-    if (disk) throw ConfigError("a disk tier (G3) and a shared tier (G4) together are not supported yet: give one");
     if (shared->urls.empty()) throw ConfigError("the shared tier needs at least one redis:// URL");
     for (const std::string& url : shared->urls) (void)tiers::shared::parse_redis_url(url);
     if (shared->key_namespace.empty()) throw ConfigError("the shared tier's key namespace must not be empty");

@@ -138,8 +138,8 @@ nb::dict metrics(PyManager& m) {
   out["events_dropped"] = m.session().events().dropped();
   const offload::OffloadEngine* engine = m.session().engine();
   for (const auto& [name, value] : m.session().stack().lower_tier_counters()) out[name] = value;
-  if (engine != nullptr && engine->lower_tier() != nullptr && !m.session().stack().lower_tier_is_shared()) {
-    out["disk_direct_io"] = session::disk_tier_facts(*engine->lower_tier()).direct_io;
+  if (const tiers::LowerTier* disk = m.session().stack().lower_tier(StorageTier::Disk)) {
+    out["disk_direct_io"] = session::disk_tier_facts(*disk).direct_io;
   }
   return out;
 }

@@ -94,20 +94,23 @@ void ManagerSession::count_admission(const RequestState& request, std::size_t ca
   const std::size_t prompt_blocks = request.sequence.num_input_tokens() / manager().block_size();
   const std::size_t hits = std::min(cached_blocks, prompt_blocks);
   const std::size_t swapped = std::min<std::uint64_t>(swapped_in_unclaimed_, hits);
-  const std::size_t from_g3 = std::min<std::uint64_t>(swapped_in_from_lower_unclaimed_, swapped);
+  const std::size_t from_lower = std::min<std::uint64_t>(swapped_in_from_lower_unclaimed_, swapped);
+  const std::size_t from_g4 = std::min<std::uint64_t>(swapped_in_from_external_unclaimed_, from_lower);
   swapped_in_unclaimed_ = 0;
   swapped_in_from_lower_unclaimed_ = 0;
+  swapped_in_from_external_unclaimed_ = 0;
   request_counts_.query_blocks += prompt_blocks;
   request_counts_.tier(metrics::Tier::G1).hit_blocks += hits - swapped;
-  request_counts_.tier(metrics::Tier::G2).hit_blocks += swapped - from_g3;
-  // Blocks from the tier under G2 are G3's hits, or G4's when that tier is the shared one.
-  request_counts_.tier(session_->lower_tier_is_shared() ? metrics::Tier::G4 : metrics::Tier::G3).hit_blocks += from_g3;
+  request_counts_.tier(metrics::Tier::G2).hit_blocks += swapped - from_lower;
+  request_counts_.tier(metrics::Tier::G3).hit_blocks += from_lower - from_g4;
+  request_counts_.tier(metrics::Tier::G4).hit_blocks += from_g4;
 }
 
 void ManagerSession::count_swap_in(std::uint64_t swap_in_id, std::size_t blocks) {
   const auto it = swap_ins_from_lower_.find(swap_in_id);
   if (it != swap_ins_from_lower_.end()) {
-    swapped_in_from_lower_unclaimed_ += std::min(it->second, blocks);
+    swapped_in_from_lower_unclaimed_ += std::min(it->second.first, blocks);
+    swapped_in_from_external_unclaimed_ += std::min(it->second.second, blocks);
     swap_ins_from_lower_.erase(it);
   }
   swapped_in_unclaimed_ += blocks;

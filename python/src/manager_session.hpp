@@ -108,9 +108,10 @@ class ManagerSession {
   /// swapped in since the last admission count as G2 hits first (the
   /// scheduler swaps in for the request it admits next).
   void count_admission(const RequestState& request, std::size_t cached_blocks);
-  /// A swap-in started that reads `from_lower` of its blocks from G3 on the way.
-  void note_swap_in(std::uint64_t swap_in_id, std::size_t from_lower) {
-    if (from_lower > 0) swap_ins_from_lower_[swap_in_id] = from_lower;
+  /// A swap-in started that reads `from_lower` of its blocks from below G2
+  /// on the way, `from_external` of them from the shared store (G4).
+  void note_swap_in(std::uint64_t swap_in_id, std::size_t from_lower, std::size_t from_external) {
+    if (from_lower > 0) swap_ins_from_lower_[swap_in_id] = {from_lower, from_external};
   }
   /// A swap-in registered `blocks` in G1 (0 when it failed or was cancelled).
   void count_swap_in(std::uint64_t swap_in_id, std::size_t blocks);
@@ -128,8 +129,10 @@ class ManagerSession {
   std::unique_ptr<session::Session> session_;
   metrics::KvMetrics request_counts_;  // query_blocks and each tier's hit_blocks (count_admission)
   std::uint64_t swapped_in_unclaimed_ = 0;
-  std::uint64_t swapped_in_from_lower_unclaimed_ = 0;                   // of them, blocks that came from G3
-  std::unordered_map<std::uint64_t, std::size_t> swap_ins_from_lower_;  // by swap-in id, until registered
+  std::uint64_t swapped_in_from_lower_unclaimed_ = 0;     // of them, blocks that came from G3
+  std::uint64_t swapped_in_from_external_unclaimed_ = 0;  // of those, blocks that came from G4
+  // By swap-in id, until registered: blocks from below G2, and of them from G4.
+  std::unordered_map<std::uint64_t, std::pair<std::size_t, std::size_t>> swap_ins_from_lower_;
 #if KVTIER_WITH_PROMETHEUS
   std::unique_ptr<metrics::PrometheusMetrics> prometheus_;
 #endif

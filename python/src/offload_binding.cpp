@@ -108,10 +108,11 @@ void bind_offload_calls(nb::class_<PyManager>& c) {
             nb::dict out;
             out["status"] = g1::swap_in_status_name(start.status);
             if (start.status == g1::SwapInStatus::Scheduled) {
-              m.session().note_swap_in(start.swap_in_id, start.from_lower);
+              m.session().note_swap_in(start.swap_in_id, start.from_lower, start.from_external);
               out["swap_in_id"] = start.swap_in_id;
               out["count"] = start.count;
-              out[m.session().stack().lower_tier_source_field()] = start.from_lower;
+              out["from_disk"] = start.from_lower - start.from_external;
+              out["from_shared"] = start.from_external;
             } else if (start.status == g1::SwapInStatus::BlockedOnG1Offload) {
               out["offload_id"] = start.offload_id;
             }

@@ -11,6 +11,7 @@
 #include "kvtier/memory/host_runtime.hpp"
 #include "kvtier/replay/replayer.hpp"
 #include "support/redis_servers.hpp"
+#include "support/scratch_directory.hpp"
 
 namespace kvtier::replay {
 namespace {
@@ -54,6 +55,36 @@ TEST(ReplayerShared, APrefixOneSessionPublishedIsAG4HitInTheNextWithItsBytes) {
     EXPECT_GE(second.pages_verified, 8U);
     EXPECT_EQ(second.mismatches, 0U);
     EXPECT_EQ(second.g4_checksum_failures + second.g4_errors, 0U);
+  }
+}
+
+TEST(ReplayerShared, BesideG3TheNearestTierServesAndG4ServesAnInstanceWithoutTheDisk) {
+  RedisServers redis(1);
+  KVTIER_REQUIRE_REDIS(redis);
+  kvtier::testing::ScratchDirectory scratch("kvtier-replay-g3-g4");
+  memory::HostRuntime runtime;
+  for (const g1::G1Backend backend : {g1::G1Backend::Native, g1::G1Backend::Kvbm}) {
+    const std::string space = std::string("beside-g3-") + g1::backend_name(backend);
+    ReplayConfig c = config(backend, 24, 64, 8, redis.urls(), space);
+    c.max_running = 1;
+    c.session.disk = session::DiskTierSettings{.path = scratch.path() / space, .blocks = 64};
+    // 1, 2 and 3 fill G1; 4 pushes 1 to G2 (published to G4), 6 pushes 2 there and 1 on to G3.
+    const auto first =
+        replay(runtime, c, {request(0, {1}), request(1, {2}), request(2, {3}), request(3, {4}), request(4, {6})});
+    EXPECT_GE(first.g3_blocks_written, 8U) << g1::backend_name(backend);
+    EXPECT_GE(first.g4_blocks_published, 16U);
+    // Another session on the same disk: block 1 from G3, the nearer tier; no G4 round trip is needed.
+    const auto same_disk = replay(runtime, c, {request(0, {1, 5})});
+    EXPECT_EQ(same_disk.g3_hit_blocks, 8U) << g1::backend_name(backend);
+    EXPECT_EQ(same_disk.g4_hit_blocks, 0U);
+    EXPECT_EQ(same_disk.mismatches, 0U);
+    // An instance whose disk is empty: block 1 from G4.
+    c.session.disk->path = scratch.path() / (space + "-other");
+    const auto other_disk = replay(runtime, c, {request(0, {1, 5})});
+    EXPECT_EQ(other_disk.g4_hit_blocks, 8U) << g1::backend_name(backend);
+    EXPECT_EQ(other_disk.g3_hit_blocks, 0U);
+    EXPECT_GE(other_disk.pages_verified, 8U);
+    EXPECT_EQ(other_disk.mismatches, 0U);
   }
 }
 

@@ -78,7 +78,7 @@ TEST(ScriptShared, BadSharedSettingsAreRefused) {
        R"({"op":"init","capacity":2,"block_size":4,"device":"host","host_blocks":2,"shared_tier":"http://x:1"})",
        R"({"op":"init","capacity":2,"block_size":4,"device":"host","host_blocks":2,"shared_namespace":"x"})",
        R"({"op":"init","capacity":2,"block_size":4,"device":"host","host_blocks":2,"shared_tier":"redis://127.0.0.1:1",)"
-       R"("disk_path":"/tmp/kvtier-never","disk_blocks":4})"});
+       R"("shared_timeout_ms":0})"});
   for (const auto& answer : answers) EXPECT_FALSE(answer.at("ok").get<bool>()) << answer.dump();
 }
 

@@ -28,17 +28,19 @@ struct DecodeStep {
 /// What bringing a request's G2-resident prefix back into G1 did.
 struct SwapInOutcome {
   std::size_t registered = 0;     // blocks registered in G1 (inactive, so the allocation hits them)
-  std::size_t from_lower = 0;     // of them, blocks read from a tier below G2 (G3) on the way
+  std::size_t from_lower = 0;     // of them, blocks read from a tier below G2 (G3 or G4) on the way
+  std::size_t from_external = 0;  // of those, blocks from the shared store (G4)
   std::size_t manager_calls = 0;  // pin, swap-in and registration calls made
 };
 
 /// What admitting a request did.
 struct Admission {
   g1::G1Acquire acquire = g1::G1Acquire::ready(0);  // ready, or capacity exhausted with nothing changed
-  std::size_t cached_blocks = 0;          // prompt blocks found in G1 (swapped-in ones included), reused for free
-  std::size_t swapped_in = 0;             // of those, blocks the swap-in brought back from the offload tier
-  std::size_t swapped_in_from_lower = 0;  // of those, blocks read from below G2 (G3) on the way
-  std::size_t allocated_to = 0;           // tokens allocated when ready: the cached ones and the first chunk
+  std::size_t cached_blocks = 0;             // prompt blocks found in G1 (swapped-in ones included), reused for free
+  std::size_t swapped_in = 0;                // of those, blocks the swap-in brought back from the offload tier
+  std::size_t swapped_in_from_lower = 0;     // of those, blocks read from below G2 (G3 or G4) on the way
+  std::size_t swapped_in_from_external = 0;  // of those, blocks from the shared store (G4)
+  std::size_t allocated_to = 0;              // tokens allocated when ready: the cached ones and the first chunk
   std::size_t manager_calls = 0;
 };
 

@@ -32,10 +32,11 @@ enum class SwapInStatus : std::uint8_t { NoHits, Scheduled, BlockedOnG1Offload }
 const char* swap_in_status_name(SwapInStatus status) noexcept;
 struct SwapInStart {
   SwapInStatus status = SwapInStatus::NoHits;
-  std::uint64_t swap_in_id = 0;  // Scheduled
-  std::size_t count = 0;         // Scheduled: blocks being copied in
-  std::size_t from_lower = 0;    // Scheduled: of them, blocks read from a tier below G2 first
-  std::uint64_t offload_id = 0;  // BlockedOnG1Offload: the swap-out to wait for
+  std::uint64_t swap_in_id = 0;   // Scheduled
+  std::size_t count = 0;          // Scheduled: blocks being copied in
+  std::size_t from_lower = 0;     // Scheduled: of them, blocks read from a tier below G2 first
+  std::size_t from_external = 0;  // Scheduled: of those, blocks from the shared store (G4)
+  std::uint64_t offload_id = 0;   // BlockedOnG1Offload: the swap-out to wait for
 };
 /// A pinned G1 prefix (try_pin_g1_prefix); an empty prefix pins nothing (id 0).
 struct G1PrefixPins {

@@ -64,6 +64,8 @@ struct SwapInCopy {
   std::vector<TieredBlock> blocks;
   /// Of them, blocks that come from a tier below G2 (read into G2 first).
   std::size_t from_lower = 0;
+  /// Of those, blocks from a store shared by instances (G4; the rest from G3).
+  std::size_t from_external = 0;
 };
 
 struct TierStats {

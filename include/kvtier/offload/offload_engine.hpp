@@ -73,6 +73,9 @@ class OffloadEngine final : public g1::OffloadTier {
   /// allocation fails. `g1_pool` must outlive the engine.
   OffloadEngine(memory::Runtime& runtime, memory::KvPool& g1_pool, OffloadConfig config,
                 std::unique_ptr<tiers::LowerTier> lower = nullptr);
+  /// With several tiers below G2, nearest first (G3, then G4), of distinct media.
+  OffloadEngine(memory::Runtime& runtime, memory::KvPool& g1_pool, OffloadConfig config,
+                std::vector<std::unique_ptr<tiers::LowerTier>> lowers);
   /// Waits for every copy still running: none may outlive the pages it touches.
   ~OffloadEngine() override;
   OffloadEngine(const OffloadEngine&) = delete;
@@ -111,10 +114,15 @@ class OffloadEngine final : public g1::OffloadTier {
   /// Fails the Nth copy batch this engine submits from now (1 = the next);
   /// HostRuntime only: ContractError on CUDA.
   void inject_copy_fault(std::uint64_t nth);
-  /// The tier below G2; nullptr without one.
-  const tiers::LowerTier* lower_tier() const noexcept { return lower_.get(); }
-  tiers::LowerTier* lower_tier() noexcept { return lower_.get(); }
-  const LowerTierUsage& lower_usage() const noexcept { return lower_usage_; }
+  /// The nearest tier below G2 (G3 when there is one); nullptr without one.
+  const tiers::LowerTier* lower_tier() const noexcept { return lowers_.empty() ? nullptr : lowers_.front().get(); }
+  tiers::LowerTier* lower_tier() noexcept { return lowers_.empty() ? nullptr : lowers_.front().get(); }
+  /// The tier below G2 of that medium (Disk: G3, External: G4); nullptr without one.
+  const tiers::LowerTier* lower_tier(StorageTier medium) const noexcept;
+  tiers::LowerTier* lower_tier(StorageTier medium) noexcept;
+  /// The nearest tier's usage, or that of the tier of `medium` (zeros without one).
+  const LowerTierUsage& lower_usage() const noexcept { return lower_usage(lower_medium(0)); }
+  const LowerTierUsage& lower_usage(StorageTier medium) const noexcept;
 
  private:
   enum class Direction : std::uint8_t { SwapOut, SwapIn };
@@ -132,12 +140,14 @@ class OffloadEngine final : public g1::OffloadTier {
     // A swap-in's blocks read from the lower tier into Landing G2 pages first.
     std::vector<bool> pinned{};                 // per G2 page: pinned by this swap-in
     std::vector<std::size_t> lower_unissued{};  // positions whose read waits for room
+    std::vector<std::uint8_t> lower_source{};   // per position: the index of the tier it is read from
     std::size_t lower_pending = 0;              // positions not yet read (issued or not)
     bool lower_failed = false;
   };
   /// A read of the lower tier into a swap-in's G2 pages; an abandoned
   /// swap-in's reads (transfer 0) still land when they end.
   struct LowerLoad {
+    std::size_t tier = 0;  // index into lowers_
     std::uint64_t transfer = 0;
     std::vector<G2Page> pages;
     std::vector<std::size_t> positions;
@@ -158,17 +168,20 @@ class OffloadEngine final : public g1::OffloadTier {
   Transfer& swap_in(std::uint64_t transfer);
   const Transfer& swap_in(std::uint64_t transfer) const;
   void publish_stored(StorageTier tier, const g1::TieredBlock& block);
-  /// Offers a block G2 evicted from `page` (still holding its bytes) to the lower tier.
+  /// Offers a block G2 evicted from `page` (still holding its bytes) to the tiers below.
   void demote(G2Page page, const HostBlockRegistry::Eviction& evicted);
-  /// Starts writing the block `page` holds into the lower tier (counted in lower_usage_).
-  void offer_to_lower(G2Page page, const g1::TieredBlock& block);
+  /// Starts writing the block `page` holds into lower tier `tier` (counted in its usage).
+  void offer_to_lower(std::size_t tier, G2Page page, const g1::TieredBlock& block);
+  StorageTier lower_medium(std::size_t tier) const noexcept {
+    return tier < lowers_.size() ? lowers_[tier]->medium() : StorageTier::Disk;
+  }
   /// Reserves a G2 page for `block` (demoting what it evicts); nullopt when none is free.
   std::optional<G2Page> reserve_page(const g1::TieredBlock& block, std::vector<SequenceHash>& removed);
   /// Issues the transfer's waiting lower-tier reads while the tier has room.
   void issue_lower_reads(std::uint64_t id, Transfer& transfer);
-  /// Applies what the lower tier finished: its events, and reads landing in G2.
-  void apply_lower(tiers::LowerTierProgress progress);
-  void land_lower_read(const tiers::LowerRead& read);
+  /// Applies what lower tier `tier` finished: its events, and reads landing in G2.
+  void apply_lower(std::size_t tier, tiers::LowerTierProgress progress);
+  void land_lower_read(std::size_t tier, const tiers::LowerRead& read);
   /// The swap-in's lower-tier blocks all ended: its copy starts, or it fails.
   void lower_settled(std::uint64_t id, Transfer& transfer);
   /// Drives the lower tier until the swap-in's reads all ended.
@@ -181,13 +194,13 @@ class OffloadEngine final : public g1::OffloadTier {
   memory::KvPool host_pool_;
   HostBlockRegistry registry_;
   // Declared after the G2 slab: it is closed (its reads landed) before the slab goes.
-  std::unique_ptr<tiers::LowerTier> lower_;
-  std::unordered_map<std::uint64_t, LowerLoad> lower_loads_;  // by the lower tier's read id
-  // G2 pages that came up from the lower tier and no swap-in has taken yet:
-  // a swap-in retried after its first try was abandoned still counts them as
-  // lower-tier hits.
-  std::vector<bool> promoted_pages_;
-  LowerTierUsage lower_usage_;
+  std::vector<std::unique_ptr<tiers::LowerTier>> lowers_;
+  std::map<std::pair<std::size_t, std::uint64_t>, LowerLoad> lower_loads_;  // by tier and its read id
+  // G2 pages that came up from a lower tier (1 + its index) and no swap-in
+  // has taken yet (0: none): a swap-in retried after its first try was
+  // abandoned still counts them as that tier's hits.
+  std::vector<std::uint8_t> promoted_pages_;
+  std::vector<LowerTierUsage> lower_usages_;  // by tier index
   memory::Stream offload_stream_;
   memory::Stream onboard_stream_;  // its own stream: a swap-in never queues behind swap-outs
   // One ring per stream: stream order keeps a ring's next gather behind its last copy out.

@@ -63,15 +63,10 @@ class Session {
   const g1::G1Manager& manager() const noexcept { return *manager_; }
   driver::RequestDriver driver() noexcept { return driver::RequestDriver(*manager_); }
 
-  /// The tier under G2 (G3 disk or G4 shared); nullptr without one.
-  const tiers::LowerTier* lower_tier() const noexcept { return engine_ ? engine_->lower_tier() : nullptr; }
-  /// True when the tier under G2 is the shared one (G4).
-  bool lower_tier_is_shared() const noexcept;
-  /// Where a swap-in's blocks from the tier under G2 came from, as the
-  /// script and Python name it: "from_disk" or "from_shared".
-  const char* lower_tier_source_field() const noexcept;
-  /// The tier under G2's usage and counters under the names the script's
-  /// `stats` and Python's `metrics()` give them (disk_* or shared_*).
+  /// The tier under G2 of that medium (Disk: G3, External: G4); nullptr without one.
+  const tiers::LowerTier* lower_tier(StorageTier medium) const noexcept;
+  /// The tiers under G2's usage and counters under the names the script's
+  /// `stats` and Python's `metrics()` give them (disk_*, then shared_*).
   std::vector<std::pair<const char*, std::uint64_t>> lower_tier_counters() const;
 
   /// Blocks each tier stored and removed, counted from the manager's events.

@@ -61,8 +61,8 @@ struct SessionConfig {
   bool verify_swaps = false;
   /// A G3 disk tier under G2 (needs host_blocks > 0 and a build with liburing).
   std::optional<DiskTierSettings> disk{};
-  /// A G4 shared tier under G2 (needs host_blocks > 0 and a build with
-  /// hiredis; not with a disk tier yet).
+  /// A G4 shared tier under G2, beside G3 when both are given (needs
+  /// host_blocks > 0 and a build with hiredis).
   std::optional<SharedTierSettings> shared{};
   /// Listeners of the manager's KV events, besides the session's own counter.
   std::vector<std::shared_ptr<KvEventSink>> event_sinks{};
