@@ -60,6 +60,8 @@ struct ReplayOptions {
   std::optional<std::size_t> output_tokens;
   std::size_t max_requests = 0;  // 0: all
   std::string verify = "sample";
+  std::uint32_t attention_every = replay::ReplayConfig{}.attention_check_every;
+  std::uint32_t attention_sequences = replay::ReplayConfig{}.attention_check_sequences;
   std::string json;
   std::string csv;
   std::vector<std::uint32_t> sweep_capacity;  // non-empty: one replay per G1 capacity
@@ -168,6 +170,9 @@ nlohmann::ordered_json report_json(const replay::ReplayReport& r, const replay::
   out["kv_bytes_written"] = r.kv_bytes_written;
   out["pages_verified"] = r.pages_verified;
   out["mismatches"] = r.mismatches;
+  out["attention_checks"] = r.attention_checks;
+  out["attention_sequences"] = r.attention_sequences;
+  out["attention_mismatches"] = r.attention_mismatches;
   out["first_bad_page"] =
       r.first_bad_page ? nlohmann::ordered_json(*r.first_bad_page) : nlohmann::ordered_json(nullptr);
   out["virtual_ms"] = r.virtual_ms;
@@ -210,7 +215,8 @@ std::string instance_lines(const nlohmann::ordered_json& j) {
     out << "instance " << i++ << ":    " << r["requests"] << " requests, hit rate "
         << 100.0 * r["hit_rate"].get<double>() << "% (G1 " << r["g1_hit_blocks"] << ", G2 " << r["g2_hit_blocks"]
         << ", G4 " << r["g4_hit_blocks"] << " of " << r["prompt_blocks"] << "), " << r["g4_blocks_published"]
-        << " published, " << r["mismatches"] << " mismatches\n";
+        << " published, " << r["mismatches"] << " mismatches, " << r["attention_mismatches"]
+        << " attention mismatches\n";
   }
   return out.str();
 }
@@ -256,6 +262,9 @@ void print_report(const nlohmann::ordered_json& j) {
             << "integrity:     " << j["pages_verified"] << " reused pages verified, " << j["mismatches"]
             << " mismatches" << (j["first_bad_page"].is_null() ? "" : ", first bad page " + j["first_bad_page"].dump())
             << "\n"
+            << "attention:     " << j["attention_sequences"] << " sequences in " << j["attention_checks"]
+            << " decode steps of paged attention through device block tables, " << j["attention_mismatches"]
+            << " mismatches\n"
             << "wall time:     " << wall << " s\n";
 }
 
@@ -271,7 +280,7 @@ int run_sweep(const ReplayOptions& o, replay::ReplayConfig config, memory::Runti
     config.progress = [&bar](std::size_t done, std::size_t total) { bar.update(done, total); };
     const replay::ReplayReport report = replay::replay(runtime, config, requests);
     bar.finish();
-    mismatches += report.mismatches;
+    mismatches += report.mismatches + report.attention_mismatches;
     rows.push_back(report_json(report, config, workload, memory::runtime_kind_name(runtime.kind())));
   }
   nlohmann::ordered_json table = nlohmann::ordered_json::array();
@@ -284,6 +293,7 @@ int run_sweep(const ReplayOptions& o, replay::ReplayConfig config, memory::Runti
                      {"swap_ins", row["swap_ins"]},
                      {"pages_verified", row["pages_verified"]},
                      {"mismatches", row["mismatches"]},
+                     {"attention_mismatches", row["attention_mismatches"]},
                      {"wall_seconds", row["wall_seconds"]}});
   }
   std::cout << "kvtier replay --sweep-capacity: " << workload << ", " << rows.front()["backend"].get<std::string>()
@@ -327,6 +337,8 @@ int run(const ReplayOptions& o) {
   config.token_budget = o.token_budget;
   config.output_tokens = o.output_tokens;
   config.verify = replay::parse_verify_mode(o.verify);
+  config.attention_check_every = o.attention_every;
+  config.attention_check_sequences = o.attention_sequences;
   config.seed = o.seed;
   const auto runtime = memory::make_runtime(memory::parse_runtime_choice(o.device));
   config.session.manager.capacity = o.capacity;
@@ -401,7 +413,7 @@ int run(const ReplayOptions& o) {
     write_csv(o.csv, rows);
   }
   if (metrics) metrics->finish();
-  return report.mismatches == 0 ? 0 : 1;
+  return report.mismatches + report.attention_mismatches == 0 ? 0 : 1;
 }
 
 }  // namespace
@@ -454,6 +466,12 @@ void add_replay_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--output-tokens", o->output_tokens, "every request's output length (0: prefill only)");
   cmd->add_option("--max-requests", o->max_requests, "replay the first N requests (0: all)")->capture_default_str();
   cmd->add_option("--verify", o->verify, "sample | full | off: which reused pages are checked")->capture_default_str();
+  cmd->add_option("--attention-every", o->attention_every,
+                  "every Nth step, paged attention over running requests is checked against their K/V (0: never)")
+      ->capture_default_str();
+  cmd->add_option("--attention-sequences", o->attention_sequences, "running requests one attention check reads")
+      ->capture_default_str()
+      ->check(CLI::Range(1U, 1024U));
   cmd->add_option("--json", o->json, "write the report as JSON to this file (a sweep: {\"sweep\": [reports]})")
       ->check(non_empty());
   cmd->add_option("--csv", o->csv, "write the report as one CSV row (a sweep: one row per capacity)")

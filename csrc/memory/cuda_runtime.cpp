@@ -95,13 +95,19 @@ class CudaStream final : public detail::StreamBackend {
     // Non-blocking: never serialises with the legacy default stream.
     KVTIER_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, high_priority ? greatest : least));
   }
+  /// A native stream someone else owns (Runtime::borrow_stream): never destroyed here.
+  struct Borrowed {
+    cudaStream_t stream;
+  };
+  CudaStream(int device, Borrowed borrowed) : device_(device), stream_(borrowed.stream), owned_(false) {}
   ~CudaStream() override {
+    // The copy kernels' descriptor slots are freed below: what reads them must be done.
     report_release_failure(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
     for (DescriptorSlot& slot : descriptor_slots_) {
       if (slot.read != nullptr) report_release_failure(cudaEventDestroy(slot.read), "cudaEventDestroy");
       if (slot.host != nullptr) report_release_failure(cudaFreeHost(slot.host), "cudaFreeHost");
     }
-    report_release_failure(cudaStreamDestroy(stream_), "cudaStreamDestroy");
+    if (owned_) report_release_failure(cudaStreamDestroy(stream_), "cudaStreamDestroy");
   }
   CudaStream(const CudaStream&) = delete;
   CudaStream& operator=(const CudaStream&) = delete;
@@ -214,6 +220,14 @@ class CudaStream final : public detail::StreamBackend {
                                                static_cast<const std::int64_t*>(mapped(write.slots)), stream_));
   }
 
+  void paged_attention_async(const AttentionDecode& step) override {
+    check_attention_decode(step);
+    if (step.args.seqs == 0) return;
+    ScopedRange range{"kvtier.paged_attention_async"};
+    DeviceScope scope(device_);
+    KVTIER_CUDA_CHECK(kernels::launch_paged_attention_decode(step.slab, *step.layout, step.args, stream_));
+  }
+
   void record(detail::EventBackend& event) override {
     KVTIER_CUDA_CHECK(cudaEventRecord(cuda_event(event).handle(), stream_));
   }
@@ -228,6 +242,7 @@ class CudaStream final : public detail::StreamBackend {
  private:
   int device_;
   cudaStream_t stream_ = nullptr;
+  bool owned_ = true;
   bool batch_supported_ = true;
   struct DescriptorSlot {
     void* host = nullptr;  // mapped pinned memory the copy kernel reads
@@ -298,6 +313,10 @@ PinnedBuffer CudaRuntime::allocate_pinned(std::size_t bytes) {
 Stream CudaRuntime::create_stream() { return Stream(std::make_unique<CudaStream>(device_)); }
 
 Stream CudaRuntime::create_priority_stream() { return Stream(std::make_unique<CudaStream>(device_, true)); }
+
+Stream CudaRuntime::borrow_stream(void* native) {
+  return Stream(std::make_unique<CudaStream>(device_, CudaStream::Borrowed{static_cast<cudaStream_t>(native)}));
+}
 
 Event CudaRuntime::create_event() { return Event(std::make_unique<CudaEvent>(device_)); }
 

@@ -222,6 +222,18 @@ class HostStream final : public detail::StreamBackend {
     });
   }
 
+  void paged_attention_async(const AttentionDecode& step) override {
+    check_attention_decode(step);
+    if (step.args.seqs == 0) return;
+    enqueue([this, step, layout = *step.layout] {
+      try {  // tables and lengths are read now, as the kernel reads them: a bad one fails the step
+        kernels::reference::paged_attention_decode(step.slab, layout, step.args);
+      } catch (const std::exception& error) {
+        fail(std::string("paged attention failed: ") + error.what());
+      }
+    });
+  }
+
   void record(detail::EventBackend& event) override {
     auto state = host_event(event).state();
     const std::uint64_t generation = state->begin_record();

@@ -10,6 +10,7 @@
 #include "kvtier/core/kv_event_sink.hpp"
 #include "kvtier/core/page_pattern.hpp"
 #include "kvtier/driver/request_driver.hpp"
+#include "kvtier/replay/attention_check.hpp"
 #include "kvtier/replay/token_kv_writer.hpp"
 #include "kvtier/session/session.hpp"
 #include "kvtier/session/shared_tier_factory.hpp"
@@ -68,6 +69,9 @@ class Replay {
       }
     }
     writer_ = std::make_unique<TokenKvWriter>(session_->pool(), config.token_budget);
+    if (config.attention_check_every > 0 && config.attention_check_sequences > 0) {
+      attention_ = std::make_unique<AttentionCheck>(*session_, config.attention_check_sequences);
+    }
     if (config.copy_fault_one_in > 0 && (engine_ == nullptr || runtime.faults() == nullptr)) {
       throw ConfigError("copy faults need the offload tier on the host runtime");
     }
@@ -93,6 +97,7 @@ class Replay {
     const auto step_start = std::chrono::steady_clock::now();
     step();
     writer_->flush();  // the step's forward pass has run
+    if (attention_ && report_.steps % config_.attention_check_every == 0) check_attention();
     if (config_.step_end) config_.step_end();
     if (config_.observe_metrics) {
       const std::chrono::duration<double> took = std::chrono::steady_clock::now() - step_start;
@@ -397,6 +402,32 @@ class Replay {
     }
   }
 
+  /// One decode step of paged attention over some running requests' pages,
+  /// taken in turn across checks, compared with their tokens' K/V.
+  void check_attention() {
+    const std::size_t bs = config_.session.manager.block_size;
+    std::vector<AttentionCheck::Sequence> sequences;
+    for (std::size_t n = 0; n < running_.size() && sequences.size() < attention_->max_sequences(); ++n) {
+      const Request& r = running_[(report_.attention_checks + n) % running_.size()];
+      // Decode writes each new token's K/V as it is appended.
+      const std::size_t tokens = r.prefilled ? r.sequence.len() : r.computed;
+      // The kernel's scratch follows the table's width, which may run ahead of the computed tokens.
+      if (tokens == 0 || manager_->block_table(r.owner).size() * bs > AttentionCheck::kMaxTokens) continue;
+      AttentionCheck::Sequence& s =
+          sequences.emplace_back(AttentionCheck::Sequence{.owner = r.owner, .identities = {}});
+      for (std::size_t block = 0; block * bs < tokens; ++block) {
+        token_identities(r, block, std::min(bs, tokens - block * bs), s.identities);
+      }
+    }
+    if (sequences.empty()) return;
+    const std::uint32_t layer =
+        static_cast<std::uint32_t>(report_.attention_checks % session_->pool().layout().geometry().layers);
+    const auto bad = attention_->run(sequences, layer, config_.seed ^ report_.steps);
+    ++report_.attention_checks;
+    report_.attention_sequences += sequences.size();
+    report_.attention_mismatches += bad.size();
+  }
+
   /// The first `hits` blocks were reused: their pages must hold their tokens' K/V.
   void verify_reused(const Request& r, std::size_t hits) {
     if (config_.verify == VerifyMode::Off || hits == 0) return;
@@ -421,9 +452,10 @@ class Replay {
   std::vector<std::size_t> trace_index_;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   std::unique_ptr<session::Session> session_;
-  g1::G1Manager* manager_;                 // the session's
-  offload::OffloadEngine* engine_;         // the session's G2 tier, or nullptr
-  std::unique_ptr<TokenKvWriter> writer_;  // writes the session's pages: declared after it
+  g1::G1Manager* manager_;                     // the session's
+  offload::OffloadEngine* engine_;             // the session's G2 tier, or nullptr
+  std::unique_ptr<TokenKvWriter> writer_;      // writes the session's pages: declared after it
+  std::unique_ptr<AttentionCheck> attention_;  // reads them; null when off
   std::vector<std::uint64_t> identity_buffer_;
   std::deque<Request> waiting_;
   std::vector<Request> running_;
@@ -495,77 +527,6 @@ std::vector<ReplayReport> replay_instances(memory::Runtime& runtime, const Repla
   std::vector<ReplayReport> reports;
   for (const auto& r : replays) reports.push_back(r->finish());
   return reports;
-}
-
-ReplayReport combine(const std::vector<ReplayReport>& reports) {
-  ReplayReport total;
-  // Byte-weighted bandwidth: the sum of bytes over the sum of each one's busy time.
-  double swap_out_s = 0.0;
-  double swap_in_s = 0.0;
-  double g3_write_s = 0.0;
-  double g3_read_s = 0.0;
-  double g4_fetch_s = 0.0;
-  const auto busy = [](std::size_t bytes, double gbps) { return gbps > 0.0 ? double(bytes) / gbps / 1e9 : 0.0; };
-  const auto rate = [](std::size_t bytes, double seconds) {
-    return seconds > 0.0 ? double(bytes) / seconds / 1e9 : 0.0;
-  };
-  for (const ReplayReport& r : reports) {
-    using Field = std::pair<std::size_t*, std::size_t>;
-    for (const auto& [sum, part] : std::initializer_list<Field>{{&total.requests, r.requests},
-                                                                {&total.prompt_tokens, r.prompt_tokens},
-                                                                {&total.generated_tokens, r.generated_tokens},
-                                                                {&total.steps, r.steps},
-                                                                {&total.prompt_blocks, r.prompt_blocks},
-                                                                {&total.g1_hit_blocks, r.g1_hit_blocks},
-                                                                {&total.g2_hit_blocks, r.g2_hit_blocks},
-                                                                {&total.g3_hit_blocks, r.g3_hit_blocks},
-                                                                {&total.g4_hit_blocks, r.g4_hit_blocks},
-                                                                {&total.preemptions, r.preemptions},
-                                                                {&total.evictions, r.evictions},
-                                                                {&total.swap_outs, r.swap_outs},
-                                                                {&total.swap_ins, r.swap_ins},
-                                                                {&total.swap_out_bytes, r.swap_out_bytes},
-                                                                {&total.swap_in_bytes, r.swap_in_bytes},
-                                                                {&total.kv_tokens_written, r.kv_tokens_written},
-                                                                {&total.kv_bytes_written, r.kv_bytes_written},
-                                                                {&total.failed_copies, r.failed_copies},
-                                                                {&total.g3_recovered_blocks, r.g3_recovered_blocks},
-                                                                {&total.g3_blocks_written, r.g3_blocks_written},
-                                                                {&total.g3_blocks_read, r.g3_blocks_read},
-                                                                {&total.g3_bytes_written, r.g3_bytes_written},
-                                                                {&total.g3_bytes_read, r.g3_bytes_read},
-                                                                {&total.g3_checksum_failures, r.g3_checksum_failures},
-                                                                {&total.g3_io_failures, r.g3_io_failures},
-                                                                {&total.g3_demotions_refused, r.g3_demotions_refused},
-                                                                {&total.g4_blocks_published, r.g4_blocks_published},
-                                                                {&total.g4_already_present, r.g4_already_present},
-                                                                {&total.g4_publishes_refused, r.g4_publishes_refused},
-                                                                {&total.g4_blocks_fetched, r.g4_blocks_fetched},
-                                                                {&total.g4_bytes_fetched, r.g4_bytes_fetched},
-                                                                {&total.g4_lookups, r.g4_lookups},
-                                                                {&total.g4_values_missing, r.g4_values_missing},
-                                                                {&total.g4_checksum_failures, r.g4_checksum_failures},
-                                                                {&total.g4_errors, r.g4_errors},
-                                                                {&total.allocator_ops, r.allocator_ops},
-                                                                {&total.pages_verified, r.pages_verified},
-                                                                {&total.mismatches, r.mismatches}}) {
-      *sum += part;
-    }
-    swap_out_s += busy(r.swap_out_bytes, r.swap_out_gbps);
-    swap_in_s += busy(r.swap_in_bytes, r.swap_in_gbps);
-    g3_write_s += busy(r.g3_bytes_written, r.g3_write_gbps);
-    g3_read_s += busy(r.g3_bytes_read, r.g3_read_gbps);
-    g4_fetch_s += busy(r.g4_bytes_fetched, r.g4_fetch_gbps);
-    if (!total.first_bad_page) total.first_bad_page = r.first_bad_page;
-    total.virtual_ms = std::max(total.virtual_ms, r.virtual_ms);
-    total.wall_seconds = std::max(total.wall_seconds, r.wall_seconds);
-  }
-  total.swap_out_gbps = rate(total.swap_out_bytes, swap_out_s);
-  total.swap_in_gbps = rate(total.swap_in_bytes, swap_in_s);
-  total.g3_write_gbps = rate(total.g3_bytes_written, g3_write_s);
-  total.g3_read_gbps = rate(total.g3_bytes_read, g3_read_s);
-  total.g4_fetch_gbps = rate(total.g4_bytes_fetched, g4_fetch_s);
-  return total;
 }
 
 }  // namespace kvtier::replay

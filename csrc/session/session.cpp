@@ -1,6 +1,10 @@
 #include "kvtier/session/session.hpp"
 
+#include <algorithm>
+#include <bit>
 #include <utility>
+
+#include "kvtier/core/expects.hpp"
 
 #include "kvtier/session/disk_tier_factory.hpp"
 #include "kvtier/session/shared_tier_factory.hpp"
@@ -67,6 +71,34 @@ std::vector<std::uint64_t> Session::pattern_identities(g1::OwnerId owner) const 
   identities.reserve(blocks.size());
   for (const UniqueBlock& block : blocks) identities.push_back(pattern_identity(block));
   return identities;
+}
+
+memory::DeviceBlockTables Session::block_tables(std::span<const g1::OwnerId> owners, memory::Stream& stream,
+                                                std::span<const std::int32_t> seq_lens, std::uint32_t columns) {
+  std::vector<std::span<const PageId>> tables;
+  tables.reserve(owners.size());
+  std::size_t longest = columns;
+  for (const g1::OwnerId owner : owners) {
+    KVTIER_EXPECTS(manager_->has_owner(owner), "block tables: owner ", owner.value(), " holds no blocks");
+    tables.push_back(manager_->block_table(owner));
+    longest = std::max(longest, tables.back().size());
+  }
+  const auto rows = static_cast<std::uint32_t>(std::max<std::size_t>(owners.size(), 1));
+  const auto blocks = static_cast<std::uint32_t>(std::max<std::size_t>(longest, 1));
+  if (!tables_ || tables_->max_rows() < rows || tables_->max_blocks() < blocks) {
+    // Work on `stream` may still read the old tables: it finishes before they go.
+    stream.synchronize();
+    const std::uint32_t grown_rows = std::max(std::bit_ceil(rows), tables_ ? tables_->max_rows() : 8U);
+    const std::uint32_t grown_blocks = std::max(std::bit_ceil(blocks), tables_ ? tables_->max_blocks() : 16U);
+    tables_.reset();
+    tables_ = std::make_unique<memory::BlockTableBuilder>(runtime(), grown_rows, grown_blocks);
+  }
+  return tables_->build(tables, stream, seq_lens, columns);
+}
+
+memory::Stream& Session::compute_stream() {
+  if (!compute_stream_) compute_stream_ = std::make_unique<memory::Stream>(runtime().create_stream());
+  return *compute_stream_;
 }
 
 const tiers::LowerTier* Session::lower_tier(StorageTier medium) const noexcept {

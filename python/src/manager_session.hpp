@@ -82,6 +82,7 @@ class ManagerSession {
   offload::OffloadEngine* engine() noexcept { return session_->engine(); }
   /// The stack under this manager (its tiers, their counters).
   const session::Session& stack() const noexcept { return *session_; }
+  session::Session& stack() noexcept { return *session_; }
   PendingEventSink& events() noexcept { return *events_; }
   driver::RequestDriver driver() noexcept { return session_->driver(); }
 

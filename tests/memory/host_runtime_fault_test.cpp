@@ -113,5 +113,31 @@ TEST_F(HostRuntimeFaults, KvPoolFillReportsAFailedCopyAndRecovers) {
   EXPECT_TRUE(pool.find_pattern_mismatches(pages, identities).empty());
 }
 
+/// Block tables are device data read when the step runs (the CUDA kernel
+/// clamps and skips): the host runtime refuses a page outside the pool by
+/// failing the step, and nothing is written to the output.
+TEST_F(HostRuntimeFaults, APagedAttentionStepOverAPageOutsideThePoolFailsTheStream) {
+  const KvGeometry geometry{.layers = 1, .kv_heads = 1, .head_dim = 4, .dtype = KvDtype::Fp32, .tokens_per_block = 2};
+  KvPool pool(runtime_, KvLayout(geometry, PageLayout::PageMajor, 2));
+  std::vector<float> query(4, 1.0f), out(4, 7.0f);
+  const std::vector<std::int32_t> table{1, 9};  // page 9 is outside a pool of 2
+  const std::vector<std::int32_t> seq_lens{4};
+  Stream stream = runtime_.create_stream();
+  Event done = runtime_.create_event();
+  EXPECT_NO_THROW(stream.paged_attention_async(AttentionDecode{.slab = pool.slab(),
+                                                               .layout = &pool.layout(),
+                                                               .args = {.query = query.data(),
+                                                                        .block_tables = table.data(),
+                                                                        .seq_lens = seq_lens.data(),
+                                                                        .out = out.data(),
+                                                                        .seqs = 1,
+                                                                        .q_heads = 1,
+                                                                        .max_blocks = 2}}));
+  stream.record(done);
+  EXPECT_THROW(done.synchronize(), TransferError);
+  EXPECT_THROW(stream.synchronize(), TransferError);
+  EXPECT_EQ(out, std::vector<float>(4, 7.0f));
+}
+
 }  // namespace
 }  // namespace kvtier::memory

@@ -134,3 +134,54 @@ def test_paged_attention_reads_the_pages_numpy_wrote():
             np.testing.assert_allclose(out[s, h], expected, rtol=1e-5, atol=1e-5)
     with pytest.raises(kvtier.ContractError, match="query heads"):
         m.paged_attention(np.zeros((3, 3, 8), np.float32), tables, lens, np.zeros((3, 3, 8), np.float32), layer)
+
+
+def test_attend_builds_the_tables_itself_and_matches_paged_attention():
+    rng = np.random.default_rng(11)
+    m = manager(capacity=32, dtype="fp32", layers=2, kv_heads=2, head_dim=8)
+    requests = [filled_request(m, n) for n in (5, 12, 9)]
+    partial = m.add_request(list(range(100, 114)))
+    assert m.allocate(partial).ready
+    m.finalize(partial, 6)  # attends to its 6 computed tokens, not its 14
+    requests.append(partial)
+    for layer in range(2):
+        for view in m.kv_cache(layer):
+            array = np.from_dlpack(view)
+            array[...] = rng.standard_normal(array.shape).astype(np.float32)
+    query = rng.standard_normal((4, 4, 8)).astype(np.float32)
+    for layer in range(2):
+        out = np.zeros_like(query)
+        m.attend(query, requests, out, layer)
+        tables = np.from_dlpack(m.block_tables(requests))
+        lens = np.array([r.computed_tokens for r in requests], np.int32)
+        assert list(lens) == [5, 12, 9, 6]
+        expected = np.zeros_like(query)
+        m.paged_attention(query, tables, lens, expected, layer)
+        np.testing.assert_array_equal(out, expected)
+        assert np.abs(out).sum() > 0
+    # Again with fewer requests: the tables are rebuilt for this step.
+    out = np.zeros((1, 4, 8), np.float32)
+    m.attend(query[1:2], [requests[1]], out, 1)
+    np.testing.assert_array_equal(out, expected[1:2])
+
+
+def test_attend_refuses_what_it_cannot_run_before_touching_out():
+    m = manager(capacity=32, dtype="fp32", layers=2, kv_heads=2, head_dim=8)
+    r = filled_request(m, 5)
+    fresh = m.add_request([1, 2, 3])
+    q = np.zeros((1, 4, 8), np.float32)
+    out = np.full((1, 4, 8), 3.0, np.float32)
+    with pytest.raises(kvtier.ContractError, match="no computed tokens"):
+        m.attend(q, [fresh], out, 0)
+    with pytest.raises(kvtier.ContractError, match="query heads"):
+        m.attend(np.zeros((1, 3, 8), np.float32), [r], np.zeros((1, 3, 8), np.float32), 0)
+    with pytest.raises(kvtier.ContractError, match="layer"):
+        m.attend(q, [r], out, 2)
+    with pytest.raises(kvtier.ContractError, match="query must be"):
+        m.attend(np.zeros((2, 4, 8), np.float32), [r], out, 0)
+    with pytest.raises(TypeError, match="out must be"):
+        m.attend(q, [r], np.zeros((1, 4, 8), np.float64), 0)
+    other = manager()
+    with pytest.raises(kvtier.ContractError):
+        m.attend(q, [filled_request(other, 4)], out, 0)
+    assert np.all(out == 3.0)

@@ -66,3 +66,8 @@ def test_sdpa_over_block_tables_matches_the_paged_attention_kernel(layout, dtype
             expected = torch.nn.functional.scaled_dot_product_attention(
                 query[s].unsqueeze(1), keys, values).squeeze(1)
             torch.testing.assert_close(out[s], expected, rtol=2e-3, atol=2e-3)
+        # attend: the same step with tables built through the manager's persistent buffer on torch's stream.
+        attended = torch.zeros_like(query)
+        m.attend(query, requests, attended, layer, stream=torch.cuda.current_stream().cuda_stream)
+        torch.cuda.synchronize()
+        torch.testing.assert_close(attended, out, rtol=0, atol=0)

@@ -94,6 +94,7 @@ def test_a_g2_slab_larger_than_the_memory_there_is_is_refused():
         ["replay", "--max-requests", "-1"],
         ["replay", "--token-budget", "-1"],
         ["replay", "--seed", "-1"],
+        ["replay", "--attention-every", "-1"],
         ["replay", "--capacity", "-1"],
         ["replay", "--host-blocks", "-1"],
         ["replay", "--sweep-capacity", "64,-1"],
@@ -181,3 +182,7 @@ def test_plot_swap_draws_an_engine_only_csv(tmp_path):
                           capture_output=True, text=True, timeout=LIMIT_S)
     assert plot.returncode == 0, plot.stderr
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_attention_checks_of_no_sequence_are_refused():
+    refused("replay", "--device", "host", "--attention-sequences", "0", says="not in range 1 to 1024")

@@ -160,6 +160,32 @@ TEST(Replayer, InjectedCopyFaultsDropBlocksButNeverCorruptOne) {
   }
 }
 
+/// Every step, paged attention over the running requests (chunked prefill,
+/// decode, preemption, swap-ins from G2) reads through the session's device
+/// block tables exactly the K/V their tokens must have.
+TEST(Replayer, AttentionThroughDeviceBlockTablesReadsEveryRunningRequestsKv) {
+  memory::HostRuntime runtime;
+  for (const g1::G1Backend backend : {g1::G1Backend::Native, g1::G1Backend::Kvbm}) {
+    ReplayConfig config = small(40, 64);
+    config.session.manager.backend = backend;
+    config.session.geometry = KvGeometry{.layers = 2, .kv_heads = 2, .head_dim = 8, .dtype = KvDtype::Bf16};
+    config.session.host_blocks = 64;
+    config.max_running = 3;
+    config.token_budget = 200;
+    config.attention_check_every = 1;
+    config.attention_check_sequences = 3;
+    std::mt19937_64 rng(11);
+    std::vector<TraceRequest> trace;
+    for (int r = 0; r < 24; ++r) trace.push_back(request(r * 5, {rng() % 3, 10 + rng() % 4}, 5));
+    const auto report = replay(runtime, config, trace);
+    EXPECT_GT(report.swap_ins, 0U) << g1::backend_name(backend);
+    EXPECT_EQ(report.mismatches, 0U);
+    EXPECT_GT(report.attention_checks, report.steps / 2) << g1::backend_name(backend);
+    EXPECT_GT(report.attention_sequences, report.attention_checks);
+    EXPECT_EQ(report.attention_mismatches, 0U) << g1::backend_name(backend);
+  }
+}
+
 TEST(Replayer, ImpossibleConfigurationsAreRefused) {
   memory::HostRuntime runtime;
   ReplayConfig config = small(64, 48);  // 48 does not divide 512

@@ -23,6 +23,7 @@ class CudaRuntime final : public Runtime {
   PinnedBuffer allocate_pinned(std::size_t bytes) override;
   Stream create_stream() override;
   Stream create_priority_stream() override;
+  Stream borrow_stream(void* native) override;
   Event create_event() override;
   int device() const noexcept { return device_; }
 

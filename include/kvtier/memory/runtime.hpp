@@ -8,6 +8,7 @@
 
 #include "kvtier/core/copy_descriptor.hpp"
 #include "kvtier/core/kv_layout.hpp"
+#include "kvtier/kernels/reference/paged_attention.hpp"
 
 namespace kvtier::memory {
 
@@ -37,6 +38,22 @@ struct KvWrite {
 /// Throws ContractError for a write no runtime may enqueue: a null pointer or
 /// a layer outside the layout (slots are the runtime's to bound).
 void check_kv_write(const KvWrite& write);
+
+/// One decode step of paged attention over a pool's pages (semantics:
+/// kernels/reference/paged_attention.hpp). Every pointer in `args` is the
+/// runtime's device memory (host memory on HostRuntime) and stays valid,
+/// like a copy's, until the step completed; the block tables and lengths may
+/// be written by earlier work on the same stream (BlockTableBuilder).
+struct AttentionDecode {
+  const std::byte* slab = nullptr;
+  const KvLayout* layout = nullptr;
+  kernels::PagedAttentionArgs args;
+};
+/// Throws ContractError for a step no runtime may enqueue: a null pointer, a
+/// query-head count that is not a multiple of the KV heads, a layer outside
+/// the layout, no block-table column. Tables and lengths are device data:
+/// the runtime bounds them when the step runs.
+void check_attention_decode(const AttentionDecode& step);
 
 struct DeviceInfo {
   std::string name;
@@ -106,6 +123,7 @@ class StreamBackend {
   virtual void gather_async(std::span<const CopyDescriptor> copies) { copy_async(copies); }
   virtual void fill_async(void* dst, std::uint8_t value, std::size_t bytes) = 0;
   virtual void write_kv_async(const KvWrite& write) = 0;
+  virtual void paged_attention_async(const AttentionDecode& step) = 0;
   virtual void record(EventBackend& event) = 0;
   virtual void wait(const EventBackend& event) = 0;
   virtual void synchronize() = 0;
@@ -156,6 +174,14 @@ class Stream {
   /// the pool) before enqueuing anything; the CUDA kernel never writes a
   /// slot past the pool.
   void write_kv_async(const KvWrite& write) { backend_->write_kv_async(write); }
+  /// One decode step of paged attention through device block tables: the
+  /// paged-attention kernel on CUDA, its CPU reference on HostRuntime.
+  /// Throws ContractError (check_attention_decode) before enqueuing
+  /// anything. Tables and lengths are read when the step runs: CUDA clamps a
+  /// length past its table and skips pages outside the pool; HostRuntime
+  /// refuses them, failing the step (TransferError through later events and
+  /// synchronize()) with nothing written to `out`.
+  void paged_attention_async(const AttentionDecode& step) { backend_->paged_attention_async(step); }
   void record(Event& event) { backend_->record(event.backend()); }
   /// Later work on this stream waits for the event's most recent record.
   void wait(const Event& event) { backend_->wait(event.backend()); }
@@ -211,6 +237,12 @@ class Runtime {
   /// HostRuntime: every stream has its own worker already, so create_stream().
   virtual Stream create_priority_stream() { return create_stream(); }
   virtual Event create_event() = 0;
+  /// A Stream over a native stream someone else owns (a cudaStream_t, e.g.
+  /// torch.cuda.current_stream().cuda_stream; null = the legacy default
+  /// stream), so kvtier's work is ordered with theirs. It never destroys the
+  /// native stream; the owner keeps it alive past the Stream. ContractError
+  /// on a runtime without native streams (HostRuntime).
+  virtual Stream borrow_stream(void* native);
   /// Fault injection, or nullptr where this runtime has none.
   virtual FaultInjector* faults() noexcept { return nullptr; }
 };

@@ -40,8 +40,14 @@ struct ReplayConfig {
   std::optional<std::size_t> output_tokens;  // overrides every request's output length
   VerifyMode verify = VerifyMode::Sample;
   std::uint32_t sample_every = 8;  // Sample: the first reused block of a request and every 8th after it
-  double step_ms = 10.0;           // virtual duration of one scheduler step
-  std::uint64_t seed = 0;          // output tokens, injected faults
+  /// Every Nth scheduler step, one decode step of paged attention over up to
+  /// `attention_check_sequences` running requests, through the session's
+  /// device block tables, is checked against dense attention over their
+  /// tokens' K/V (AttentionCheck). 0: never.
+  std::uint32_t attention_check_every = 64;
+  std::uint32_t attention_check_sequences = 2;
+  double step_ms = 10.0;   // virtual duration of one scheduler step
+  std::uint64_t seed = 0;  // output tokens, injected faults
   /// HostRuntime only: before each swap-in or allocation, one chance in this
   /// many that the offload engine's next copy batch fails (0: never).
   std::uint32_t copy_fault_one_in = 0;
@@ -110,6 +116,9 @@ struct ReplayReport {
   std::size_t allocator_ops = 0;         // manager calls made by the replay
   std::size_t pages_verified = 0;
   std::size_t mismatches = 0;
+  std::size_t attention_checks = 0;      // decode steps of paged attention checked
+  std::size_t attention_sequences = 0;   // sequences attended to and compared
+  std::size_t attention_mismatches = 0;  // sequences whose attention differed from their tokens' K/V
   std::optional<std::uint32_t> first_bad_page;
   double virtual_ms = 0.0;
   double wall_seconds = 0.0;

@@ -5,12 +5,14 @@
 // front doors over it.
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <utility>
 #include <vector>
 
 #include "kvtier/core/unique_block.hpp"
 #include "kvtier/driver/request_driver.hpp"
 #include "kvtier/g1/g1_manager.hpp"
+#include "kvtier/memory/block_table_builder.hpp"
 #include "kvtier/memory/kv_pool.hpp"
 #include "kvtier/memory/runtime.hpp"
 #include "kvtier/metrics/kv_metrics.hpp"
@@ -75,6 +77,18 @@ class Session {
   /// counts are the front door's).
   metrics::KvMetrics tier_metrics() const;
 
+  /// The block tables of `owners` (and their lengths, when given) as device
+  /// tensors for work on `stream` (paged attention): one host-to-device copy
+  /// through the session's BlockTableBuilder, no allocation once it is large
+  /// enough (it grows, after `stream` drained, when a batch outgrows it).
+  /// Valid until the next call; `columns` as BlockTableBuilder::build.
+  /// ContractError for an owner the manager does not know.
+  memory::DeviceBlockTables block_tables(std::span<const g1::OwnerId> owners, memory::Stream& stream,
+                                         std::span<const std::int32_t> seq_lens = {}, std::uint32_t columns = 0);
+  /// The session's stream for work a front door enqueues on the pages
+  /// (paged attention, block tables) when the caller brings none.
+  memory::Stream& compute_stream();
+
   /// The page pattern identity of a block, one meaning for every front door:
   /// its sequence hash when full, a mix of its UUID when partial (what
   /// KvPool::fill_pattern writes and find_pattern_mismatches checks).
@@ -91,6 +105,8 @@ class Session {
   std::shared_ptr<offload::OffloadEngine> engine_;  // reads and writes memory_'s pages: declared after it
   std::shared_ptr<metrics::TierEventCounter> tier_events_ = std::make_shared<metrics::TierEventCounter>();
   std::unique_ptr<g1::G1Manager> manager_;
+  std::unique_ptr<memory::BlockTableBuilder> tables_;  // grown on demand
+  std::unique_ptr<memory::Stream> compute_stream_;     // made on first use
 };
 
 }  // namespace kvtier::session
