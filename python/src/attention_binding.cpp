@@ -71,27 +71,19 @@ float scale_or_default(const KvLayout& layout, std::optional<float> scale) {
 void enqueue(PyManager& m, const memory::AttentionDecode& step, std::uintptr_t stream,
              const std::function<memory::DeviceBlockTables(memory::Stream&)>& tables = {}) {
   session::Session& session = m.session().stack();
+  const bool cuda = on_cuda(m);
+  std::optional<memory::Stream> borrowed;
+  memory::Stream& on = cuda ? borrowed.emplace(session.runtime().borrow_stream(reinterpret_cast<void*>(stream)))
+                            : session.compute_stream();
   memory::AttentionDecode work = step;
-  if (on_cuda(m)) {
-    memory::Stream borrowed = session.runtime().borrow_stream(reinterpret_cast<void*>(stream));
-    if (tables) {
-      const memory::DeviceBlockTables built = tables(borrowed);
-      work.args.block_tables = built.tables;
-      work.args.seq_lens = built.seq_lens;
-      work.args.max_blocks = built.columns;
-    }
-    borrowed.paged_attention_async(work);
-    return;
-  }
-  memory::Stream& own = session.compute_stream();
   if (tables) {
-    const memory::DeviceBlockTables built = tables(own);
+    const memory::DeviceBlockTables built = tables(on);
     work.args.block_tables = built.tables;
     work.args.seq_lens = built.seq_lens;
     work.args.max_blocks = built.columns;
   }
-  own.paged_attention_async(work);
-  own.synchronize();
+  on.paged_attention_async(work);
+  if (!cuda) on.synchronize();
 }
 
 }  // namespace

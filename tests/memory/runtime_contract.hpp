@@ -28,6 +28,27 @@ inline bool holds_pattern(const PinnedBuffer& buffer, std::uint64_t identity) {
   return matches_page_pattern(identity, 0, std::span<const std::byte>(buffer.bytes_data(), buffer.size()));
 }
 
+/// Fills K and V ([tokens, kv_heads, head_dim], `floats` in all) with small
+/// integers, exact in every dtype, varied by `layer`; writes them through
+/// `slots` into the reference slab `expected` now and into `pool` on `stream`.
+inline void write_small_kv(Stream& stream, KvPool& pool, std::vector<std::byte>& expected, std::uint32_t layer,
+                           float* k, float* v, std::size_t floats, const std::int64_t* slots) {
+  for (std::size_t i = 0; i < floats; ++i) {
+    k[i] = static_cast<float>(static_cast<int>((i * 7 + layer * 3) % 15) - 7);
+    v[i] = static_cast<float>(static_cast<int>((i * 5 + layer) % 13) - 6);
+  }
+  const KvGeometry& g = pool.layout().geometry();
+  const auto tokens = static_cast<std::uint32_t>(floats / (std::size_t{g.kv_heads} * g.head_dim));
+  kernels::reference::write_kv(expected.data(), pool.layout(), layer, k, v, tokens, slots);
+  stream.write_kv_async(KvWrite{.slab = pool.slab(),
+                                .layout = &pool.layout(),
+                                .layer = layer,
+                                .key = k,
+                                .value = v,
+                                .tokens = tokens,
+                                .slots = slots});
+}
+
 template <class Traits>
 class RuntimeContract : public ::testing::Test {
  protected:
@@ -385,19 +406,8 @@ TYPED_TEST_P(RuntimeContract, WriteKvThroughSlotsMatchesTheReference) {
       for (std::uint32_t layer = 0; layer < geometry.layers; ++layer) {
         auto* k = static_cast<float*>(key.data());
         auto* v = static_cast<float*>(value.data());
-        stream.synchronize();                              // the previous layer's write read these buffers
-        for (std::size_t i = 0; i < kTokens * row; ++i) {  // small integers: exact in every dtype
-          k[i] = static_cast<float>(static_cast<int>((i * 7 + layer * 3) % 15) - 7);
-          v[i] = static_cast<float>(static_cast<int>((i * 5 + layer) % 13) - 6);
-        }
-        kernels::reference::write_kv(expected.data(), layout, layer, k, v, kTokens, slot_list);
-        stream.write_kv_async(KvWrite{.slab = pool.slab(),
-                                      .layout = &pool.layout(),
-                                      .layer = layer,
-                                      .key = k,
-                                      .value = v,
-                                      .tokens = kTokens,
-                                      .slots = static_cast<std::int64_t*>(slots.data())});
+        stream.synchronize();  // the previous layer's write read these buffers
+        write_small_kv(stream, pool, expected, layer, k, v, kTokens * row, static_cast<std::int64_t*>(slots.data()));
       }
       stream.synchronize();
       const std::vector<PageId> pages{PageId(0), PageId(1), PageId(2), PageId(7)};
@@ -500,20 +510,9 @@ TYPED_TEST_P(RuntimeContract, PagedAttentionThroughBuiltTablesMatchesTheReferenc
     auto* v = static_cast<float*>(value.data());
     auto* slot = static_cast<std::int64_t*>(slots.data());
     for (std::uint32_t t = 0; t < kTokens; ++t) slot[t] = t;
-    for (std::size_t i = 0; i < kTokens * row; ++i) {  // small integers: exact in bf16
-      k[i] = static_cast<float>(static_cast<int>((i * 7) % 15) - 7) / 4.0f;
-      v[i] = static_cast<float>(static_cast<int>((i * 5) % 13) - 6);
-    }
     std::vector<std::byte> host_slab(layout.slab_bytes());
     const std::uint32_t layer = 1;
-    kernels::reference::write_kv(host_slab.data(), layout, layer, k, v, kTokens, slot);
-    stream.write_kv_async(KvWrite{.slab = pool.slab(),
-                                  .layout = &pool.layout(),
-                                  .layer = layer,
-                                  .key = k,
-                                  .value = v,
-                                  .tokens = kTokens,
-                                  .slots = slot});
+    write_small_kv(stream, pool, host_slab, layer, k, v, kTokens * row, slot);
 
     // Three sequences over scattered pages (a partial last block, an empty one).
     const std::vector<PageId> a{PageId(5), PageId(1), PageId(6)};
