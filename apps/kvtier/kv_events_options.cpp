@@ -1,11 +1,13 @@
 #include "kv_events_options.hpp"
 
 #include <chrono>
+#include <future>
 #include <thread>
 
 #include "kvtier/core/errors.hpp"
 #include "option_checks.hpp"
 #if KVTIER_WITH_ZMQ
+#include "kvtier/events/dp_rank_endpoint.hpp"
 #include "kvtier/events/zmq_event_publisher.hpp"
 #endif
 
@@ -116,11 +118,40 @@ std::unique_ptr<KvEventsOutput> open_kv_events(const KvEventsOptions& o, std::ui
           .endpoint_mode = events::parse_endpoint_mode(o.mode)}),
       o.linger_s);
 }
+
+std::vector<std::unique_ptr<KvEventsOutput>> open_kv_events_per_rank(const KvEventsOptions& o, std::uint32_t block_size,
+                                                                     std::uint32_t first_rank, std::uint32_t count) {
+  std::vector<std::unique_ptr<KvEventsOutput>> outputs;
+  for (std::uint32_t rank = first_rank; rank < first_rank + count; ++rank) {
+    KvEventsOptions own = o;
+    if (!own.endpoint.empty()) own.endpoint = events::dp_rank_endpoint(o.endpoint, rank);
+    if (!own.replay_endpoint.empty()) own.replay_endpoint = events::dp_rank_endpoint(o.replay_endpoint, rank);
+    auto output = open_kv_events(own, block_size, rank);
+    if (!output) break;
+    outputs.push_back(std::move(output));
+  }
+  return outputs;
+}
 #else
+std::vector<std::unique_ptr<KvEventsOutput>> open_kv_events_per_rank(const KvEventsOptions& o, std::uint32_t,
+                                                                     std::uint32_t, std::uint32_t) {
+  if (o.endpoint.empty() && o.replay_endpoint.empty()) return {};
+  throw ConfigError("this kvtier was built without libzmq and msgpack-cxx: no --kv-events (scripts/install-deps.sh)");
+}
+
 std::unique_ptr<KvEventsOutput> open_kv_events(const KvEventsOptions& o, std::uint32_t, std::uint32_t) {
   if (o.endpoint.empty() && o.replay_endpoint.empty()) return nullptr;
   throw ConfigError("this kvtier was built without libzmq and msgpack-cxx: no --kv-events (scripts/install-deps.sh)");
 }
 #endif
+
+std::string finish_all(std::vector<std::unique_ptr<KvEventsOutput>>& outputs) {
+  std::vector<std::future<std::string>> finishing;
+  for (auto& output : outputs)
+    finishing.push_back(std::async(std::launch::async, [&output] { return output->finish(); }));
+  std::string lines;
+  for (auto& line : finishing) lines += (lines.empty() ? "" : "\n") + line.get();
+  return lines;
+}
 
 }  // namespace kvtier::cli

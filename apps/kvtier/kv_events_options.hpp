@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kvtier/core/kv_event_sink.hpp"
 
@@ -51,5 +52,15 @@ class KvEventsOutput {
 /// be bound, a replay endpoint without an endpoint, or a kvtier built without ZMQ.
 std::unique_ptr<KvEventsOutput> open_kv_events(const KvEventsOptions& options, std::uint32_t block_size,
                                                std::uint32_t data_parallel_rank);
+
+/// One publisher per data-parallel rank first_rank .. first_rank + count - 1,
+/// each on the endpoints offset by its rank as vLLM's DP engines offset them
+/// (events/dp_rank_endpoint.hpp). Empty when no endpoint was given; errors as
+/// open_kv_events, and a port past 65535 once offset.
+std::vector<std::unique_ptr<KvEventsOutput>> open_kv_events_per_rank(const KvEventsOptions& options,
+                                                                     std::uint32_t block_size, std::uint32_t first_rank,
+                                                                     std::uint32_t count);
+/// finish() of every output at once (their lingers overlap), the lines in order.
+std::string finish_all(std::vector<std::unique_ptr<KvEventsOutput>>& outputs);
 
 }  // namespace kvtier::cli

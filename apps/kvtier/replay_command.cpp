@@ -369,10 +369,22 @@ int run(const ReplayOptions& o) {
     if (config.instances > 1) throw ConfigError("--instances replays one configuration: not with --sweep-capacity");
     return run_sweep(o, config, *runtime, requests, workload);
   }
-  if (config.instances > 1 && (!o.kv_events.endpoint.empty() || o.metrics.port || !o.metrics.file.empty())) {
-    throw ConfigError("--kv-events and --metrics-* publish one instance: not with --instances > 1 yet");
+  if (config.instances > 1 && (o.metrics.port || !o.metrics.file.empty())) {
+    throw ConfigError("--metrics-* report one instance: not with --instances > 1 yet");
   }
-  const auto kv_events = open_kv_events(o.kv_events, config.session.manager.block_size, config.session.manager.dp_rank);
+  // Several instances: one publisher per data-parallel rank, on endpoints offset by the rank (vLLM's DP).
+  std::vector<std::unique_ptr<KvEventsOutput>> rank_events;
+  if (config.instances > 1) {
+    rank_events = open_kv_events_per_rank(o.kv_events, config.session.manager.block_size,
+                                          config.session.manager.dp_rank, config.instances);
+    for (const auto& out : rank_events) {
+      config.instance_outputs.push_back({.event_sinks = {out->sink()}, .step_end = [p = out.get()] { p->flush(); }});
+    }
+    config.emit_token_ids = !rank_events.empty();
+  }
+  const auto kv_events = config.instances > 1 ? nullptr
+                                              : open_kv_events(o.kv_events, config.session.manager.block_size,
+                                                               config.session.manager.dp_rank);
   if (kv_events) {
     config.session.event_sinks.push_back(kv_events->sink());
     config.step_end = [out = kv_events.get()] { out->flush(); };  // one batch per scheduler step
@@ -403,6 +415,7 @@ int run(const ReplayOptions& o) {
   bar.finish();
   print_report(json);
   if (kv_events) std::cout << kv_events->finish() << '\n';
+  if (!rank_events.empty()) std::cout << finish_all(rank_events) << '\n';
   if (!o.json.empty()) write_json(o.json, json);
   if (!o.csv.empty()) {  // one row per instance, then the total
     nlohmann::ordered_json rows =

@@ -488,9 +488,13 @@ std::vector<ReplayReport> replay_instances(memory::Runtime& runtime, const Repla
                                            const std::vector<TraceRequest>& requests) {
   const std::size_t n = config.instances;
   if (n == 0 || n > 64) throw ConfigError("instances must be in 1..64");
-  if (n == 1) return {replay(runtime, config, requests)};
+  if (!config.instance_outputs.empty() && config.instance_outputs.size() != n) {
+    throw ConfigError(std::to_string(config.instance_outputs.size()) + " instance outputs for " + std::to_string(n) +
+                      " instances");
+  }
+  if (n == 1 && config.instance_outputs.empty()) return {replay(runtime, config, requests)};
   if (config.step_end || config.observe_metrics) {
-    throw ConfigError("several instances in one process publish no KV events or metrics yet: one instance each");
+    throw ConfigError("several instances publish their KV events each (instance_outputs); metrics one instance only");
   }
   std::vector<std::vector<TraceRequest>> parts(n);
   std::vector<std::vector<std::size_t>> indexes(n);
@@ -503,10 +507,17 @@ std::vector<ReplayReport> replay_instances(memory::Runtime& runtime, const Repla
     parts[to].push_back(r);
     indexes[to].push_back(i);
   }
-  ReplayConfig each = config;
-  each.progress = nullptr;
   std::vector<std::unique_ptr<Replay>> replays;
   for (std::size_t i = 0; i < n; ++i) {
+    ReplayConfig each = config;
+    each.progress = nullptr;
+    each.instance_outputs.clear();
+    each.session.manager.dp_rank += static_cast<std::uint32_t>(i);  // a data-parallel rank each, as vLLM's DP engines
+    if (!config.instance_outputs.empty()) {
+      const ReplayConfig::InstanceOutputs& own = config.instance_outputs[i];
+      each.session.event_sinks.insert(each.session.event_sinks.end(), own.event_sinks.begin(), own.event_sinks.end());
+      each.step_end = own.step_end;
+    }
     replays.push_back(std::make_unique<Replay>(runtime, each, parts[i], std::move(indexes[i])));
   }
   // In virtual time: the instance furthest behind steps next, so no instance

@@ -186,3 +186,8 @@ def test_plot_swap_draws_an_engine_only_csv(tmp_path):
 
 def test_attention_checks_of_no_sequence_are_refused():
     refused("replay", "--device", "host", "--attention-sequences", "0", says="not in range 1 to 1024")
+
+
+def test_a_data_parallel_rank_past_the_last_port_is_refused():
+    refused("replay", "--device", "host", "--instances", "2", "--kv-events", "tcp://127.0.0.1:65535",
+            says="port 65535 + rank 1 is past 65535")

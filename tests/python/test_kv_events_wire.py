@@ -59,10 +59,10 @@ def replay_from(ctx, endpoint, start, topic=b"kv", current=True):
     return batches
 
 
-def decode(payload):
-    ts, events, rank = msgpack.unpackb(payload, raw=False)
+def decode(payload, rank=0):
+    ts, events, batch_rank = msgpack.unpackb(payload, raw=False)
     assert isinstance(ts, float) and ts > 1.6e9
-    assert rank == 0
+    assert batch_rank == rank
     return events
 
 
@@ -251,4 +251,51 @@ def test_a_subscriber_catches_up_on_more_than_ten_thousand_batches_then_gets_the
     finally:
         proc.kill()
         proc.wait()
+        ctx.destroy(linger=0)
+
+
+def free_port_pair():
+    """A port P with P + 1 free too: where data-parallel ranks 0 and 1 bind."""
+    for _ in range(50):
+        port = free_port()
+        if port >= 65535:
+            continue
+        try:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", port + 1))
+            return port
+        except OSError:
+            continue
+    pytest.skip("no two consecutive free ports")
+
+
+def test_several_instances_publish_as_data_parallel_ranks_on_offset_ports():
+    """`--instances 2`: each instance is a DP rank with vLLM's endpoints for it
+    (port + rank, for the live and the replay socket), and every batch a rank
+    sends carries its rank."""
+    pub, rep = free_port_pair(), free_port_pair()
+    ctx = zmq.Context()
+    proc = subprocess.Popen(
+        [KVTIER, "replay", "--device", "host", "--capacity", "512", "--instances", "2",
+         "--kv-events", f"tcp://127.0.0.1:{pub}", "--kv-events-replay", f"tcp://127.0.0.1:{rep}",
+         "--kv-events-topic", "kv", "--kv-events-linger", "4"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(2.0)  # the replay runs (well under a second) and its sockets linger for 4 s
+        replayed = {rank: replay_from(ctx, f"tcp://127.0.0.1:{rep + rank}", 0) for rank in (0, 1)}
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        for rank in (0, 1):
+            line = [l for l in out.splitlines() if f"127.0.0.1:{pub + rank}," in l and "KV events:" in l]
+            assert len(line) == 1, out
+            sent = int(line[0].split("events in ")[1].split(" batches")[0])
+            events = int(line[0].split("KV events:")[1].split(" events")[0])
+            assert sorted(replayed[rank]) == list(range(sent)) and sent > 0
+            decoded = [e for payload in replayed[rank].values() for e in decode(payload, rank=rank)]
+            assert len(decoded) == events
+            assert {e["type"] for e in decoded} <= {"BlockStored", "BlockRemoved"}
+            assert any(e["type"] == "BlockStored" and e["token_ids"] for e in decoded)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
         ctx.destroy(linger=0)

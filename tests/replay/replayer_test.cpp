@@ -9,6 +9,7 @@
 
 #include "kvtier/core/active_sequence.hpp"
 #include "kvtier/core/errors.hpp"
+#include "kvtier/core/kv_event_sink.hpp"
 #include "kvtier/memory/host_runtime.hpp"
 #include "kvtier/replay/replayer.hpp"
 
@@ -184,6 +185,40 @@ TEST(Replayer, AttentionThroughDeviceBlockTablesReadsEveryRunningRequestsKv) {
     EXPECT_GT(report.attention_sequences, report.attention_checks);
     EXPECT_EQ(report.attention_mismatches, 0U) << g1::backend_name(backend);
   }
+}
+
+/// Several instances in one process each publish their own KV events, as
+/// data-parallel ranks: instance i's carry dp rank i, its steps end its
+/// batches, and each instance's Stored events are its G1's blocks.
+TEST(Replayer, EachInstanceTellsItsOwnEventsUnderItsOwnDataParallelRank) {
+  memory::HostRuntime runtime;
+  ReplayConfig config = small(64);
+  config.instances = 3;
+  std::vector<std::shared_ptr<RecordingEventSink>> sinks;
+  std::vector<std::size_t> step_ends(3, 0);
+  for (std::size_t i = 0; i < 3; ++i) {
+    sinks.push_back(std::make_shared<RecordingEventSink>());
+    config.instance_outputs.push_back({.event_sinks = {sinks.back()}, .step_end = [&step_ends, i] { ++step_ends[i]; }});
+  }
+  std::vector<TraceRequest> trace;
+  for (int r = 0; r < 9; ++r) trace.push_back(request(r * 100, {std::uint64_t(r % 2), 5}, 2));
+  const auto reports = replay_instances(runtime, config, trace);
+  ASSERT_EQ(reports.size(), 3U);
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(reports[i].requests, 3U);
+    ASSERT_FALSE(sinks[i]->events().empty()) << "instance " << i;
+    for (const KvEvent& event : sinks[i]->events()) EXPECT_EQ(event.dp_rank, i);
+    std::size_t stored = 0;
+    for (const KvEvent& event : sinks[i]->events()) {
+      if (const auto* s = std::get_if<KvStored>(&event.data)) stored += s->blocks.size();
+    }
+    // Every prompt block this instance computed was told (again if it was evicted and recomputed).
+    EXPECT_GE(stored, reports[i].prompt_blocks - reports[i].g1_hit_blocks) << "instance " << i;
+    EXPECT_GE(step_ends[i], reports[i].steps) << "instance " << i;  // one batch per step at least
+    EXPECT_EQ(reports[i].mismatches, 0U);
+  }
+  config.instance_outputs.pop_back();
+  EXPECT_THROW(replay_instances(runtime, config, trace), ConfigError);  // two outputs for three instances
 }
 
 TEST(Replayer, ImpossibleConfigurationsAreRefused) {

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "kvtier/core/kv_event_sink.hpp"
 #include "kvtier/memory/runtime.hpp"
 #include "kvtier/metrics/kv_metrics.hpp"
 #include "kvtier/replay/trace.hpp"
@@ -68,6 +69,15 @@ struct ReplayConfig {
   /// shared tier when the session has one.
   std::uint32_t instances = 1;
   RouteMode route = RouteMode::RoundRobin;
+  /// What one instance of several has of its own (index = instance): more
+  /// listeners of its KV events and what ends each of its steps for them (a
+  /// ZMQ publisher per data-parallel rank). Empty, or one per instance;
+  /// instance i's events carry the session's dp rank plus i.
+  struct InstanceOutputs {
+    std::vector<std::shared_ptr<KvEventSink>> event_sinks;
+    std::function<void()> step_end;
+  };
+  std::vector<InstanceOutputs> instance_outputs{};
 };
 
 struct ReplayReport {
