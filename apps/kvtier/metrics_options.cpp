@@ -3,7 +3,9 @@
 #include <chrono>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <thread>
+#include <vector>
 
 #include "kvtier/core/errors.hpp"
 #include "option_checks.hpp"
@@ -33,20 +35,31 @@ namespace {
 
 class PrometheusOutput final : public MetricsOutput {
  public:
-  explicit PrometheusOutput(const MetricsOptions& o) : options_(o) {
+  PrometheusOutput(const MetricsOptions& o, std::size_t instances) : options_(o) {
+    if (instances <= 1) {
+      metrics_.push_back(std::make_unique<metrics::PrometheusMetrics>());
+    } else {
+      std::shared_ptr<prometheus::Registry> shared;  // the first instance's, shared by the others
+      for (std::size_t i = 0; i < instances; ++i) {
+        metrics_.push_back(std::make_unique<metrics::PrometheusMetrics>(
+            shared, std::map<std::string, std::string>{{"engine", std::to_string(i)}}));
+        shared = metrics_.back()->registry();
+      }
+    }
     if (o.port) {
-      endpoint_ = std::make_unique<metrics::MetricsEndpoint>(metrics_, o.host, *o.port);
+      endpoint_ = std::make_unique<metrics::MetricsEndpoint>(*metrics_.front(), o.host, *o.port);
       std::cerr << "kvtier: metrics on " << endpoint_->url() << std::endl;
     }
   }
-  void update(const metrics::KvMetrics& m, std::optional<double> step_seconds) override {
-    metrics_.update(m);
-    if (step_seconds) metrics_.observe_step(*step_seconds);
+  void update(const metrics::KvMetrics& m, std::optional<double> step_seconds, std::size_t instance) override {
+    metrics::PrometheusMetrics& out = *metrics_.at(instance);
+    out.update(m);
+    if (step_seconds) out.observe_step(*step_seconds);
   }
   void finish() override {
     if (!options_.file.empty()) {
       std::ofstream out(options_.file);
-      out << metrics_.text();
+      out << metrics_.front()->text();  // the shared registry: every instance's series
       if (!out.flush()) throw ConfigError("cannot write " + options_.file);
     }
     if (endpoint_ && options_.linger_s > 0.0)
@@ -55,18 +68,18 @@ class PrometheusOutput final : public MetricsOutput {
 
  private:
   MetricsOptions options_;
-  metrics::PrometheusMetrics metrics_;
-  std::unique_ptr<metrics::MetricsEndpoint> endpoint_;  // after metrics_: serves its registry
+  std::vector<std::unique_ptr<metrics::PrometheusMetrics>> metrics_;  // one per instance, one registry
+  std::unique_ptr<metrics::MetricsEndpoint> endpoint_;                // after metrics_: serves their registry
 };
 
 }  // namespace
 
-std::unique_ptr<MetricsOutput> open_metrics(const MetricsOptions& o) {
+std::unique_ptr<MetricsOutput> open_metrics(const MetricsOptions& o, std::size_t instances) {
   if (!o.port && o.file.empty()) return nullptr;
-  return std::make_unique<PrometheusOutput>(o);
+  return std::make_unique<PrometheusOutput>(o, instances);
 }
 #else
-std::unique_ptr<MetricsOutput> open_metrics(const MetricsOptions& o) {
+std::unique_ptr<MetricsOutput> open_metrics(const MetricsOptions& o, std::size_t) {
   if (!o.port && o.file.empty()) return nullptr;
   throw ConfigError(
       "this kvtier was built without prometheus-cpp: no --metrics-port/--metrics-file (scripts/install-deps.sh)");

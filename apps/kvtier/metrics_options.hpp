@@ -24,14 +24,18 @@ void add_metrics_options(CLI::App& command, MetricsOptions& options);
 class MetricsOutput {
  public:
   virtual ~MetricsOutput() = default;
-  virtual void update(const metrics::KvMetrics& metrics, std::optional<double> step_seconds) = 0;
+  /// `instance`: which of the instances it was opened for (0 .. instances - 1).
+  virtual void update(const metrics::KvMetrics& metrics, std::optional<double> step_seconds,
+                      std::size_t instance = 0) = 0;
   /// Writes --metrics-file, then keeps serving for --metrics-linger.
   virtual void finish() = 0;
 };
 
 /// nullptr when neither a port nor a file was asked for. ConfigError when the
 /// port cannot be bound or kvtier was built without prometheus-cpp. A served
-/// endpoint is announced on stderr ("kvtier: metrics on http://...").
-std::unique_ptr<MetricsOutput> open_metrics(const MetricsOptions& options);
+/// endpoint is announced on stderr ("kvtier: metrics on http://..."). With
+/// several instances every series carries engine="i" (vLLM's label for its
+/// data-parallel engines), all on the one endpoint and file.
+std::unique_ptr<MetricsOutput> open_metrics(const MetricsOptions& options, std::size_t instances = 1);
 
 }  // namespace kvtier::cli

@@ -268,6 +268,21 @@ void print_report(const nlohmann::ordered_json& j) {
             << "wall time:     " << wall << " s\n";
 }
 
+/// What feeds one instance's metrics: its counts, with its publisher's event
+/// totals when it publishes.
+std::function<void(const metrics::KvMetrics&, std::optional<double>)> metrics_observer(MetricsOutput& out,
+                                                                                       const KvEventsOutput* events,
+                                                                                       std::size_t instance) {
+  return [&out, events, instance](const metrics::KvMetrics& m, std::optional<double> step_seconds) {
+    metrics::KvMetrics with_events = m;
+    if (events) {
+      with_events.events_dropped = events->events_dropped();
+      with_events.events_published = events->events_received() - with_events.events_dropped;
+    }
+    out.update(with_events, step_seconds, instance);
+  };
+}
+
 /// One replay per G1 capacity of --sweep-capacity, on the same requests: a
 /// table of hit rates (and the other counters), JSON and CSV rows for plots.
 int run_sweep(const ReplayOptions& o, replay::ReplayConfig config, memory::Runtime& runtime,
@@ -369,16 +384,22 @@ int run(const ReplayOptions& o) {
     if (config.instances > 1) throw ConfigError("--instances replays one configuration: not with --sweep-capacity");
     return run_sweep(o, config, *runtime, requests, workload);
   }
-  if (config.instances > 1 && (o.metrics.port || !o.metrics.file.empty())) {
-    throw ConfigError("--metrics-* report one instance: not with --instances > 1 yet");
-  }
-  // Several instances: one publisher per data-parallel rank, on endpoints offset by the rank (vLLM's DP).
+  // Several instances: one publisher per data-parallel rank, on endpoints offset by the rank (vLLM's DP),
+  // and every metrics series labelled with its engine.
   std::vector<std::unique_ptr<KvEventsOutput>> rank_events;
+  std::unique_ptr<MetricsOutput> instance_metrics;
   if (config.instances > 1) {
     rank_events = open_kv_events_per_rank(o.kv_events, config.session.manager.block_size,
                                           config.session.manager.dp_rank, config.instances);
-    for (const auto& out : rank_events) {
-      config.instance_outputs.push_back({.event_sinks = {out->sink()}, .step_end = [p = out.get()] { p->flush(); }});
+    instance_metrics = open_metrics(o.metrics, config.instances);
+    if (!rank_events.empty() || instance_metrics) config.instance_outputs.resize(config.instances);
+    for (std::size_t i = 0; i < rank_events.size(); ++i) {
+      config.instance_outputs[i].event_sinks = {rank_events[i]->sink()};
+      config.instance_outputs[i].step_end = [p = rank_events[i].get()] { p->flush(); };
+    }
+    for (std::size_t i = 0; instance_metrics && i < config.instances; ++i) {
+      config.instance_outputs[i].observe_metrics =
+          metrics_observer(*instance_metrics, rank_events.empty() ? nullptr : rank_events[i].get(), i);
     }
     config.emit_token_ids = !rank_events.empty();
   }
@@ -390,17 +411,8 @@ int run(const ReplayOptions& o) {
     config.step_end = [out = kv_events.get()] { out->flush(); };  // one batch per scheduler step
     config.emit_token_ids = true;                                 // vLLM's BlockStored carries them
   }
-  const auto metrics = open_metrics(o.metrics);
-  if (metrics) {
-    config.observe_metrics = [out = metrics.get(), events = kv_events.get()](const metrics::KvMetrics& m,
-                                                                             std::optional<double> step_seconds) {
-      if (!events) return out->update(m, step_seconds);
-      metrics::KvMetrics with_events = m;
-      with_events.events_dropped = events->events_dropped();
-      with_events.events_published = events->events_received() - with_events.events_dropped;
-      out->update(with_events, step_seconds);
-    };
-  }
+  const auto metrics = config.instances > 1 ? std::move(instance_metrics) : open_metrics(o.metrics);
+  if (metrics && config.instances == 1) config.observe_metrics = metrics_observer(*metrics, kv_events.get(), 0);
   ProgressBar bar("replay");
   config.progress = [&bar](std::size_t done, std::size_t total) { bar.update(done, total); };
   const std::vector<replay::ReplayReport> reports = replay::replay_instances(*runtime, config, requests);

@@ -33,7 +33,11 @@ const std::vector<double> kStepBuckets{1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 1e-2,
 }  // namespace
 
 struct PrometheusMetrics::Series {
-  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+  Series(std::shared_ptr<prometheus::Registry> shared, prometheus::Labels labels)
+      : registry(shared ? std::move(shared) : std::make_shared<prometheus::Registry>()), base(std::move(labels)) {}
+
+  std::shared_ptr<prometheus::Registry> registry;
+  prometheus::Labels base;  // on every series (engine="i" for one of several instances)
   prometheus::Family<prometheus::Gauge>& usage_perc =
       gauge("kvtier:kv_cache_usage_perc",
             "Fraction of the tier's blocks in use (G1: held by running requests; G2: resident or landing), 0 to 1");
@@ -66,24 +70,24 @@ struct PrometheusMetrics::Series {
 
   TotalCounter queries{
       counter("kvtier:prefix_cache_query_blocks_total", "Full prompt blocks asked for at a request's first admission")
-          .Add({})};
+          .Add(base)};
   TotalCounter failed_transfers{
       counter("kvtier:kv_transfer_failures_total", "Copies that failed: their blocks were dropped, not served")
-          .Add({})};
+          .Add(base)};
   // Series of counts only some front doors make (the replay): registered on first use.
   std::optional<TotalCounter> operations;
   std::optional<TotalCounter> pages_verified;
   std::optional<TotalCounter> mismatches;
   TotalCounter events_published{
       counter("kvtier:kv_events_published_total", "KV events handed to their consumers (the ZMQ publisher or Python)")
-          .Add({})};
-  TotalCounter events_dropped{counter("kvtier:kv_events_dropped_total", "KV events lost to a full queue").Add({})};
+          .Add(base)};
+  TotalCounter events_dropped{counter("kvtier:kv_events_dropped_total", "KV events lost to a full queue").Add(base)};
   prometheus::Histogram& step_seconds =
       prometheus::BuildHistogram()
           .Name("kvtier:scheduler_step_duration_seconds")
           .Help("Wall time of one scheduler step: allocator calls, K/V writes and checks")
           .Register(*registry)
-          .Add({}, kStepBuckets);
+          .Add(base, kStepBuckets);
 
   struct TierSeries {
     prometheus::Gauge* usage_perc;
@@ -110,6 +114,10 @@ struct PrometheusMetrics::Series {
   std::optional<TransferSeries> g2_to_g4;
   std::optional<TransferSeries> g4_to_g2;
 
+  prometheus::Labels with(prometheus::Labels labels) const {
+    labels.insert(base.begin(), base.end());
+    return labels;
+  }
   prometheus::Family<prometheus::Gauge>& gauge(const std::string& name, const std::string& help) {
     return prometheus::BuildGauge().Name(name).Help(help).Register(*registry);
   }
@@ -121,16 +129,16 @@ struct PrometheusMetrics::Series {
     auto& slot = tiers[static_cast<std::size_t>(t)];
     if (!slot) {
       const prometheus::Labels label{{"tier", tier_label(t)}};
-      slot.emplace(TierSeries{.usage_perc = &usage_perc.Add(label),
-                              .capacity = &capacity.Add(label),
-                              .used = &used.Add(label),
-                              .cached = &cached.Add(label),
-                              .hits = TotalCounter(hits.Add(label)),
-                              .misses = TotalCounter(misses.Add(label)),
-                              .stored = TotalCounter(stored.Add(label)),
-                              .evicted = TotalCounter(evicted.Add(label)),
+      slot.emplace(TierSeries{.usage_perc = &usage_perc.Add(with(label)),
+                              .capacity = &capacity.Add(with(label)),
+                              .used = &used.Add(with(label)),
+                              .cached = &cached.Add(with(label)),
+                              .hits = TotalCounter(hits.Add(with(label))),
+                              .misses = TotalCounter(misses.Add(with(label))),
+                              .stored = TotalCounter(stored.Add(with(label))),
+                              .evicted = TotalCounter(evicted.Add(with(label))),
                               .checksum_failures = std::nullopt});
-      if (t != Tier::G1) slot->checksum_failures.emplace(checksum_failures.Add(label));
+      if (t != Tier::G1) slot->checksum_failures.emplace(checksum_failures.Add(with(label)));
     }
     return *slot;
   }
@@ -138,22 +146,26 @@ struct PrometheusMetrics::Series {
   void advance_optional(std::optional<TotalCounter>& slot, const char* name, const char* help,
                         const std::optional<std::uint64_t>& total) {
     if (!total) return;
-    if (!slot) slot.emplace(counter(name, help).Add({}));
+    if (!slot) slot.emplace(counter(name, help).Add(base));
     slot->advance_to(static_cast<double>(*total));
   }
 
   TransferSeries& transfer(std::optional<TransferSeries>& slot, const char* from, const char* to) {
     if (!slot) {
       const prometheus::Labels labels{{"from", from}, {"to", to}};
-      slot.emplace(TransferSeries{.blocks = TotalCounter(transfer_blocks.Add(labels)),
-                                  .bytes = TotalCounter(transfer_bytes.Add(labels)),
-                                  .transfers = TotalCounter(transfers.Add(labels))});
+      slot.emplace(TransferSeries{.blocks = TotalCounter(transfer_blocks.Add(with(labels))),
+                                  .bytes = TotalCounter(transfer_bytes.Add(with(labels))),
+                                  .transfers = TotalCounter(transfers.Add(with(labels)))});
     }
     return *slot;
   }
 };
 
-PrometheusMetrics::PrometheusMetrics() : series_(std::make_unique<Series>()) {}
+PrometheusMetrics::PrometheusMetrics() : series_(std::make_unique<Series>(nullptr, prometheus::Labels{})) {}
+
+PrometheusMetrics::PrometheusMetrics(std::shared_ptr<prometheus::Registry> registry,
+                                     std::map<std::string, std::string> labels)
+    : series_(std::make_unique<Series>(std::move(registry), std::move(labels))) {}
 PrometheusMetrics::~PrometheusMetrics() = default;
 
 void PrometheusMetrics::update(const KvMetrics& m) {

@@ -494,7 +494,7 @@ std::vector<ReplayReport> replay_instances(memory::Runtime& runtime, const Repla
   }
   if (n == 1 && config.instance_outputs.empty()) return {replay(runtime, config, requests)};
   if (config.step_end || config.observe_metrics) {
-    throw ConfigError("several instances publish their KV events each (instance_outputs); metrics one instance only");
+    throw ConfigError("several instances publish their KV events and metrics each (instance_outputs)");
   }
   std::vector<std::vector<TraceRequest>> parts(n);
   std::vector<std::vector<std::size_t>> indexes(n);
@@ -517,6 +517,7 @@ std::vector<ReplayReport> replay_instances(memory::Runtime& runtime, const Repla
       const ReplayConfig::InstanceOutputs& own = config.instance_outputs[i];
       each.session.event_sinks.insert(each.session.event_sinks.end(), own.event_sinks.begin(), own.event_sinks.end());
       each.step_end = own.step_end;
+      each.observe_metrics = own.observe_metrics;
     }
     replays.push_back(std::make_unique<Replay>(runtime, each, parts[i], std::move(indexes[i])));
   }

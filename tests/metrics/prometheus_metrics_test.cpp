@@ -74,6 +74,31 @@ TEST(PrometheusMetrics, EverySeriesCarriesItsTierAndValue) {
   EXPECT_TRUE(has_line(text, "kvtier:kv_events_dropped_total 3"));
 }
 
+/// Several instances: one registry, each instance's series under its own
+/// engine label, its counters its own.
+TEST(PrometheusMetrics, InstancesShareARegistryUnderTheirEngineLabels) {
+  PrometheusMetrics first(nullptr, {{"engine", "0"}});
+  PrometheusMetrics second(first.registry(), {{"engine", "1"}});
+  KvMetrics a = with_g2();
+  KvMetrics b = with_g2();
+  b.query_blocks = 7;
+  b.tier(Tier::G1).hit_blocks = 2;
+  first.update(a);
+  second.update(b);
+  second.update(b);  // totals, not increments
+  second.observe_step(0.5);
+  EXPECT_EQ(first.text(), second.text());  // one registry
+  const std::string text = first.text();
+  EXPECT_TRUE(has_line(text, "kvtier:prefix_cache_query_blocks_total{engine=\"0\"} 80")) << text;
+  EXPECT_TRUE(has_line(text, "kvtier:prefix_cache_query_blocks_total{engine=\"1\"} 7")) << text;
+  EXPECT_TRUE(has_line(text, "kvtier:prefix_cache_hit_blocks_total{engine=\"0\",tier=\"G1\"} 30"));
+  EXPECT_TRUE(has_line(text, "kvtier:prefix_cache_hit_blocks_total{engine=\"1\",tier=\"G1\"} 2"));
+  EXPECT_TRUE(has_line(text, "kvtier:kv_transfer_bytes_total{engine=\"1\",from=\"G1\",to=\"G2\"} 49152"));
+  EXPECT_TRUE(has_line(text, "kvtier:scheduler_step_duration_seconds_count{engine=\"1\"} 1"));
+  EXPECT_TRUE(has_line(text, "kvtier:scheduler_step_duration_seconds_count{engine=\"0\"} 0"));
+  EXPECT_EQ(text.find("kvtier:prefix_cache_query_blocks_total 80"), std::string::npos) << "every series is labelled";
+}
+
 TEST(PrometheusMetrics, CountersTakeTotalsOnceAndNeverFall) {
   PrometheusMetrics prometheus;
   KvMetrics m = with_g2();

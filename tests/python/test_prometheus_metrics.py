@@ -96,6 +96,33 @@ def test_scrapes_during_a_replay_parse_and_end_at_the_reports_figures(tmp_path):
 
 
 @needs_cli
+def test_several_instances_report_under_their_engine_labels(tmp_path):
+    """`--instances 2`: one exposition, each instance's series labelled
+    engine="i" (vLLM's label for its data-parallel engines), equal to that
+    instance's row of the JSON report."""
+    done = subprocess.run(
+        [KVTIER, "replay", "--device", "host", "--capacity", "1024", "--host-blocks", "2048", "--instances", "2",
+         "--json", str(tmp_path / "report.json"), "--metrics-file", str(tmp_path / "metrics.prom")],
+        capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    parsed = samples((tmp_path / "metrics.prom").read_text())
+    assert all(dict(labels).get("engine") in ("0", "1") for _, labels in parsed), "every series names its engine"
+    for engine, row in enumerate(report["per_instance"]):
+        e = str(engine)
+        assert value(parsed, "kvtier:prefix_cache_query_blocks_total", engine=e) == row["prompt_blocks"] > 0
+        assert value(parsed, "kvtier:prefix_cache_hit_blocks_total", engine=e, tier="G1") == row["g1_hit_blocks"]
+        assert value(parsed, "kvtier:prefix_cache_hit_blocks_total", engine=e, tier="G2") == row["g2_hit_blocks"]
+        assert value(parsed, "kvtier:kv_cache_evicted_blocks_total", engine=e, tier="G1") == row["evictions"]
+        assert value(parsed, "kvtier:kv_transfer_blocks_total", engine=e, **{"from": "G1", "to": "G2"}) == \
+            row["swap_outs"]
+        assert value(parsed, "kvtier:allocator_operations_total", engine=e) == row["allocator_ops"]
+        assert value(parsed, "kvtier:scheduler_step_duration_seconds_count", engine=e) == row["steps"]
+    assert sum(value(parsed, "kvtier:prefix_cache_query_blocks_total", engine=str(i)) for i in (0, 1)) == \
+        report["prompt_blocks"]
+
+
+@needs_cli
 def test_a_metrics_port_in_use_is_refused_before_the_replay(tmp_path):
     process, url = start_replay(tmp_path)
     try:

@@ -6,6 +6,7 @@
 // cumulative numbers and never counts twice. One thread updates; scrapes
 // (text(), the MetricsEndpoint) may run on others.
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,6 +25,10 @@ namespace kvtier::metrics {
 class PrometheusMetrics {
  public:
   PrometheusMetrics();
+  /// Series in `registry` (shared with other PrometheusMetrics: one endpoint
+  /// serves them all), each with `labels` besides its own, e.g. {engine: "1"}
+  /// for one of several instances, as vLLM labels its data-parallel engines.
+  PrometheusMetrics(std::shared_ptr<prometheus::Registry> registry, std::map<std::string, std::string> labels);
   ~PrometheusMetrics();
   PrometheusMetrics(const PrometheusMetrics&) = delete;
   PrometheusMetrics& operator=(const PrometheusMetrics&) = delete;

@@ -70,12 +70,14 @@ struct ReplayConfig {
   std::uint32_t instances = 1;
   RouteMode route = RouteMode::RoundRobin;
   /// What one instance of several has of its own (index = instance): more
-  /// listeners of its KV events and what ends each of its steps for them (a
-  /// ZMQ publisher per data-parallel rank). Empty, or one per instance;
-  /// instance i's events carry the session's dp rank plus i.
+  /// listeners of its KV events, what ends each of its steps for them (a
+  /// ZMQ publisher per data-parallel rank) and its metrics' observer (as
+  /// observe_metrics). Empty, or one per instance; instance i's events carry
+  /// the session's dp rank plus i.
   struct InstanceOutputs {
     std::vector<std::shared_ptr<KvEventSink>> event_sinks;
     std::function<void()> step_end;
+    std::function<void(const metrics::KvMetrics&, std::optional<double> step_seconds)> observe_metrics{};
   };
   std::vector<InstanceOutputs> instance_outputs{};
 };
