@@ -17,6 +17,7 @@
 #include "kvtier/measure/shared_measurement.hpp"
 #include "kvtier/measure/swap_measurement.hpp"
 #include "kvtier/memory/runtime_factory.hpp"
+#include "kvtier/tiers/shared/redis_url.hpp"
 #include "option_checks.hpp"
 #include "result_table.hpp"
 
@@ -226,7 +227,7 @@ int run_shared(const SharedOptions& o) {
     }
   }
   std::string urls;
-  for (const std::string& url : o.urls) urls += (urls.empty() ? "" : ",") + url;
+  for (const std::string& url : o.urls) urls += (urls.empty() ? "" : ",") + tiers::shared::redacted_redis_url(url);
   std::cout << "kvtier bench shared: " << urls
             << "; ceiling: raw pipelined SET, then GET, of values of the same size, a batch per pipeline\n";
   write_outputs(rows, o.json, o.csv);

@@ -18,6 +18,7 @@
 #include "kvtier/replay/default_workload.hpp"
 #include "kvtier/replay/replayer.hpp"
 #include "kvtier/session/session_config.hpp"
+#include "kvtier/tiers/shared/redis_url.hpp"
 #include "metrics_options.hpp"
 #include "option_checks.hpp"
 #include "result_table.hpp"
@@ -116,7 +117,9 @@ nlohmann::ordered_json report_json(const replay::ReplayReport& r, const replay::
   out["disk_blocks"] = config.session.disk ? config.session.disk->blocks : 0;
   std::string shared_urls;  // as --shared-tier takes them: comma-separated
   if (config.session.shared) {
-    for (const std::string& url : config.session.shared->urls) shared_urls += (shared_urls.empty() ? "" : ",") + url;
+    for (const std::string& url : config.session.shared->urls) {
+      shared_urls += (shared_urls.empty() ? "" : ",") + tiers::shared::redacted_redis_url(url);
+    }
   }
   out["shared_tier"] = config.session.shared ? nlohmann::ordered_json(shared_urls) : nlohmann::ordered_json(nullptr);
   out["instances"] = config.instances;
@@ -467,8 +470,8 @@ void add_replay_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_flag("--disk-reformat", o->disk_reformat, "discard a G3 tier of another layout found in --disk-path");
   cmd->add_option("--shared-tier", o->shared_tier,
-                  "G4, a store shared by instances: redis://HOST:PORT, or several (comma-separated) seeds of a "
-                  "Redis Cluster")
+                  "G4, a store shared by instances: redis://[[USER]:PASSWORD@]HOST:PORT (or KVTIER_REDIS_PASSWORD), or "
+                  "several (comma-separated) seeds of a Redis Cluster")
       ->delimiter(',');
   cmd->add_option("--shared-namespace", o->shared_namespace, "the user's part of every G4 key")->capture_default_str();
   cmd->add_option("--shared-ttl", o->shared_ttl, "seconds a G4 value lives (0: until Redis evicts it)")

@@ -149,7 +149,8 @@ SharedPoint measure_shared(const std::vector<std::string>& urls, std::size_t pag
   const std::vector<std::byte> payload = payload_of(page_bytes, blocks);
   // The ceiling's values are as large as the store's: record header + page.
   const std::string value(tiers::record_header_bytes(0) + page_bytes, 'v');
-  tiers::shared::RedisCluster raw(tiers::shared::RedisClusterConfig{.seeds = endpoints});
+  const tiers::shared::RedisAuth auth = tiers::shared::redis_auth_of(urls);
+  tiers::shared::RedisCluster raw(tiers::shared::RedisClusterConfig{.seeds = endpoints, .auth = auth});
   SharedPoint point{.page_bytes = page_bytes, .batch = batch, .blocks = blocks, .iterations = iterations};
   std::vector<double> put, get, ceiling_put, ceiling_get, put_ms, get_ms, ceiling_get_ms;
   const double payload_bytes = static_cast<double>(blocks * page_bytes);
@@ -158,6 +159,7 @@ SharedPoint measure_shared(const std::vector<std::string>& urls, std::size_t pag
     {
       tiers::shared::SharedStore store(
           tiers::shared::SharedStoreConfig{.endpoints = endpoints,
+                                           .auth = auth,
                                            .key_namespace = space,
                                            .max_writes_in_flight = static_cast<std::uint32_t>(batch),
                                            .max_reads_in_flight = static_cast<std::uint32_t>(batch)},

@@ -9,6 +9,7 @@
 #include "kvtier/core/kv_event_json.hpp"
 #include "kvtier/memory/runtime_factory.hpp"
 #include "kvtier/session/disk_tier_factory.hpp"
+#include "kvtier/tiers/shared/redis_url.hpp"
 #include "script_state.hpp"
 
 namespace kvtier::script {
@@ -290,7 +291,13 @@ Json ScriptRunner::State::op_init(const Fields& f) {
     out["disk_recovered"] = disk.used();  // blocks an earlier run left, announced as Stored events
     out["disk_direct_io"] = session::disk_tier_facts(disk).direct_io;
   }
-  if (made->config().shared) out["shared_tier"] = f.string("shared_tier");
+  if (made->config().shared) {
+    std::string shown;  // passwords never echoed
+    for (const std::string& url : made->config().shared->urls) {
+      shown += (shown.empty() ? "" : ",") + tiers::shared::redacted_redis_url(url);
+    }
+    out["shared_tier"] = shown;
+  }
   session_ = std::move(made);
   manager_ = &session_->manager();
   seed_ = seed;

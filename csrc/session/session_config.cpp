@@ -34,6 +34,7 @@ void SessionConfig::validate() const {
     if (host_blocks == 0) throw ConfigError("the shared tier (G4) sits under G2: it needs host_blocks > 0");
     if (shared->urls.empty()) throw ConfigError("the shared tier needs at least one redis:// URL");
     for (const std::string& url : shared->urls) (void)tiers::shared::parse_redis_url(url);
+    (void)tiers::shared::redis_auth_of(shared->urls);
     if (shared->key_namespace.empty()) throw ConfigError("the shared tier's key namespace must not be empty");
     if (shared->max_in_flight == 0 || shared->max_in_flight > 65536) {
       throw ConfigError("the shared tier's in-flight bound must be in 1..65536 blocks");

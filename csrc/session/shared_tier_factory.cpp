@@ -22,6 +22,7 @@ std::unique_ptr<tiers::LowerTier> open_shared_tier(const SharedTierSettings& set
                                           .timeout = std::chrono::milliseconds(settings.timeout_ms),
                                           .retry_after = std::chrono::milliseconds(1000)};
   for (const std::string& url : settings.urls) config.endpoints.push_back(tiers::shared::parse_redis_url(url));
+  config.auth = tiers::shared::redis_auth_of(settings.urls);
   return std::make_unique<tiers::shared::SharedStore>(std::move(config), g2_layout);
 }
 

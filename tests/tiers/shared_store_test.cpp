@@ -107,6 +107,32 @@ TEST(RedisUrl, ParsesHostAndPortAndRefusesTheRest) {
   }
 }
 
+TEST(RedisUrl, CredentialsComeFromTheUrlOrTheEnvironmentAndAreNeverShown) {
+  EXPECT_EQ(parse_redis_url("redis://:s3cret@127.0.0.1:7000"), (RedisEndpoint{.host = "127.0.0.1", .port = 7000}));
+  EXPECT_EQ(parse_redis_auth("redis://:s3cret@h:1"), (RedisAuth{.user = "", .password = "s3cret"}));
+  EXPECT_EQ(parse_redis_auth("redis://alice:p@ss@h"), (RedisAuth{.user = "alice", .password = "p@ss"}));
+  EXPECT_EQ(parse_redis_auth("redis://h:1"), RedisAuth{});
+  EXPECT_EQ(redacted_redis_url("redis://alice:s3cret@h:1"), "redis://alice:***@h:1");
+  EXPECT_EQ(redacted_redis_url("redis://:s3cret@h"), "redis://:***@h");
+  EXPECT_EQ(redacted_redis_url("redis://h:1"), "redis://h:1");
+  try {
+    (void)parse_redis_url("redis://:s3cret@h:99999");
+    ADD_FAILURE() << "a bad port was taken";
+  } catch (const ConfigError& error) {
+    EXPECT_EQ(std::string(error.what()).find("s3cret"), std::string::npos) << error.what();
+  }
+  const std::vector<std::string> same{"redis://:a@h:1", "redis://h:2", "redis://:a@h:3"};
+  EXPECT_EQ(redis_auth_of(same), (RedisAuth{.user = "", .password = "a"}));
+  const std::vector<std::string> different{"redis://:a@h:1", "redis://:b@h:2"};
+  EXPECT_THROW((void)redis_auth_of(different), ConfigError);
+  const std::vector<std::string> none{"redis://h:1"};
+  ::setenv("KVTIER_REDIS_PASSWORD", "from-env", 1);
+  EXPECT_EQ(redis_auth_of(none), (RedisAuth{.user = "", .password = "from-env"}));
+  EXPECT_EQ(redis_auth_of(same).password, "a");  // the URL's win
+  ::unsetenv("KVTIER_REDIS_PASSWORD");
+  EXPECT_EQ(redis_auth_of(none), RedisAuth{});
+}
+
 TEST(RedisCluster, KeySlotsAreRedisClusters) {
   // The values Redis' CLUSTER KEYSLOT gives (its cluster spec's examples).
   EXPECT_EQ(key_slot("foo"), 12182);
@@ -216,6 +242,39 @@ TEST(SharedStore, AStoreDownAtStartIsAMissNotAnErrorNorAHang) {
   EXPECT_TRUE(store.shared_stats().degraded);
   EXPECT_EQ(store.stats().write_failures, 8U);
   EXPECT_FALSE(store.contains(block(1).plh));  // not published: a later eviction tries again
+}
+
+/// A store that requires a password (requirepass) or an ACL user: the right
+/// credentials publish and fetch; none or wrong ones are misses, counted,
+/// never a hang or an exception.
+TEST(SharedStore, AStoreBehindAuthServesOnlyWhoSaysTheRightPassword) {
+  RedisServers redis(1);
+  KVTIER_REQUIRE_REDIS(redis);
+  ASSERT_EQ(redis.cli(0, "ACL SETUSER alice on '>alice-pw' '~*' '+@all'"), "OK");
+  ASSERT_EQ(redis.cli(0, "CONFIG SET requirepass default-pw"), "OK");
+  SharedStoreConfig with_password = config(redis.urls());
+  with_password.auth = RedisAuth{.user = "", .password = "default-pw"};
+  SharedStore writer(with_password, layout());
+  EXPECT_EQ(publish(writer, 1, 6), 6U);
+  EXPECT_FALSE(writer.shared_stats().degraded);
+
+  SharedStoreConfig as_alice = config(redis.urls());
+  as_alice.auth = RedisAuth{.user = "alice", .password = "alice-pw"};
+  SharedStore alice(as_alice, layout());
+  EXPECT_EQ(fetch(alice, 1, 6), 6U);
+
+  SharedStore anonymous(config(redis.urls()), layout());  // NOAUTH on every command
+  EXPECT_EQ(fetch(anonymous, 1, 6), 0U);
+  EXPECT_GT(anonymous.shared_stats().errors + (anonymous.shared_stats().degraded ? 1U : 0U), 0U);
+  SharedStoreConfig wrong = config(redis.urls());
+  wrong.auth = RedisAuth{.user = "alice", .password = "not-it"};
+  SharedStore refused(wrong, layout());
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(fetch(refused, 1, 6), 0U);
+  EXPECT_EQ(publish(refused, 7, 8), 0U);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+  EXPECT_TRUE(refused.shared_stats().degraded);
+  EXPECT_EQ(fetch(alice, 7, 8), 0U);  // nothing was written by the refused store
 }
 
 TEST(SharedStore, AStoppedNodeTimesOutAndARestartedEmptyOneIsMisses) {

@@ -70,7 +70,7 @@ std::size_t RedisCluster::node_index(const RedisEndpoint& endpoint) {
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     if (nodes_[i]->endpoint() == endpoint) return i;
   }
-  nodes_.push_back(std::make_unique<RedisNode>(endpoint, config_.timeout, config_.retry_after));
+  nodes_.push_back(std::make_unique<RedisNode>(endpoint, config_.timeout, config_.retry_after, config_.auth));
   return nodes_.size() - 1;
 }
 

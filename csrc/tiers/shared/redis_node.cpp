@@ -15,8 +15,9 @@ timeval to_timeval(std::chrono::milliseconds ms) {
 
 void RedisReplyFree::operator()(redisReply* reply) const noexcept { freeReplyObject(reply); }
 
-RedisNode::RedisNode(RedisEndpoint endpoint, std::chrono::milliseconds timeout, std::chrono::milliseconds retry_after)
-    : endpoint_(std::move(endpoint)), timeout_(timeout), retry_after_(retry_after) {}
+RedisNode::RedisNode(RedisEndpoint endpoint, std::chrono::milliseconds timeout, std::chrono::milliseconds retry_after,
+                     RedisAuth auth)
+    : endpoint_(std::move(endpoint)), auth_(std::move(auth)), timeout_(timeout), retry_after_(retry_after) {}
 
 RedisNode::~RedisNode() {
   if (context_ != nullptr) redisFree(context_);
@@ -48,7 +49,30 @@ bool RedisNode::connect() {
     fail("cannot set the socket timeout");
     return false;
   }
+  if (!auth_.password.empty() && !authenticate()) return false;
   last_error_.clear();
+  return true;
+}
+
+bool RedisNode::authenticate() {
+  std::vector<const char*> argv{"AUTH"};
+  std::vector<std::size_t> argvlen{4};
+  if (!auth_.user.empty()) {
+    argv.push_back(auth_.user.data());
+    argvlen.push_back(auth_.user.size());
+  }
+  argv.push_back(auth_.password.data());
+  argvlen.push_back(auth_.password.size());
+  RedisReplyPtr reply(
+      static_cast<redisReply*>(redisCommandArgv(context_, static_cast<int>(argv.size()), argv.data(), argvlen.data())));
+  if (reply == nullptr) {
+    fail(context_->err != 0 ? context_->errstr : "no reply to AUTH");
+    return false;
+  }
+  if (reply->type == REDIS_REPLY_ERROR) {  // the server's words (WRONGPASS ...), never the password
+    fail("AUTH refused: " + std::string(reply->str, reply->len));
+    return false;
+  }
   return true;
 }
 

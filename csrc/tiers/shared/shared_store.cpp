@@ -38,10 +38,14 @@ SharedStore::SharedStore(SharedStoreConfig config, const KvLayout& layout)
       page_bytes_(layout.page_bytes()),
       header_bytes_(record_header_bytes(layout.geometry().tokens_per_block)),
       fingerprint_(layout_fingerprint(layout)),
-      lookup_cluster_(RedisClusterConfig{
-          .seeds = config_.endpoints, .timeout = config_.timeout, .retry_after = config_.retry_after}),
-      worker_cluster_(RedisClusterConfig{
-          .seeds = config_.endpoints, .timeout = config_.timeout, .retry_after = config_.retry_after}) {
+      lookup_cluster_(RedisClusterConfig{.seeds = config_.endpoints,
+                                         .auth = config_.auth,
+                                         .timeout = config_.timeout,
+                                         .retry_after = config_.retry_after}),
+      worker_cluster_(RedisClusterConfig{.seeds = config_.endpoints,
+                                         .auth = config_.auth,
+                                         .timeout = config_.timeout,
+                                         .retry_after = config_.retry_after}) {
   if (config_.key_namespace.empty()) throw ConfigError("the shared tier's key namespace must not be empty");
   if (config_.max_writes_in_flight == 0 || config_.max_reads_in_flight == 0) {
     throw ConfigError("the shared tier needs room for at least one write and one read in flight");

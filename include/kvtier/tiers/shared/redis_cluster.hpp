@@ -26,6 +26,8 @@ std::uint16_t key_slot(std::string_view key) noexcept;
 struct RedisClusterConfig {
   /// Seeds: one node, or any nodes of a cluster (the rest is discovered).
   std::vector<RedisEndpoint> seeds;
+  /// Every node's credentials (a cluster shares its users).
+  RedisAuth auth{};
   std::chrono::milliseconds timeout{250};
   std::chrono::milliseconds retry_after{1000};
 };

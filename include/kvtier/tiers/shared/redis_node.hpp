@@ -28,7 +28,10 @@ using RedisReplyPtr = std::unique_ptr<redisReply, RedisReplyFree>;
 
 class RedisNode {
  public:
-  RedisNode(RedisEndpoint endpoint, std::chrono::milliseconds timeout, std::chrono::milliseconds retry_after);
+  /// Every connection authenticates as `auth` (AUTH) before its first
+  /// command when auth has a password; a refusal fails the connection.
+  RedisNode(RedisEndpoint endpoint, std::chrono::milliseconds timeout, std::chrono::milliseconds retry_after,
+            RedisAuth auth = {});
   ~RedisNode();
   RedisNode(const RedisNode&) = delete;
   RedisNode& operator=(const RedisNode&) = delete;
@@ -46,10 +49,12 @@ class RedisNode {
 
  private:
   bool connect();
+  bool authenticate();
   std::vector<RedisReplyPtr> send(std::span<const RedisCommand> commands);
   void fail(std::string why);
 
   RedisEndpoint endpoint_;
+  RedisAuth auth_;
   std::chrono::milliseconds timeout_;
   std::chrono::milliseconds retry_after_;
   redisContext* context_ = nullptr;

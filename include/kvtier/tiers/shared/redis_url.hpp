@@ -1,6 +1,7 @@
 #pragma once
 // Where a Redis node listens, as `kvtier replay --shared-tier` takes it.
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -13,9 +14,26 @@ struct RedisEndpoint {
   friend bool operator==(const RedisEndpoint&, const RedisEndpoint&) = default;
 };
 
-/// "redis://HOST[:PORT]" (the port 6379 when not given); ConfigError for
-/// another scheme, an empty host, a port outside [1, 65535] or a path,
-/// user or database (kvtier uses database 0 and no AUTH).
+/// Who a connection says it is (Redis AUTH: the default user when `user` is
+/// empty, Redis 6 ACL users otherwise); no AUTH when `password` is empty.
+struct RedisAuth {
+  std::string user;
+  std::string password;
+  friend bool operator==(const RedisAuth&, const RedisAuth&) = default;
+};
+
+/// "redis://[[USER]:PASSWORD@]HOST[:PORT]" (the port 6379 when not given);
+/// ConfigError for another scheme, an empty host, a port outside
+/// [1, 65535], a path, database or options (kvtier uses database 0).
 RedisEndpoint parse_redis_url(std::string_view url);
+/// The URL as reports show it: a password replaced by "***".
+std::string redacted_redis_url(std::string_view url);
+/// The URL's credentials (empty when it carries none).
+RedisAuth parse_redis_auth(std::string_view url);
+/// The credentials of a store given by `urls`: the URLs' (every URL that
+/// carries some must carry the same; ConfigError otherwise), else those of
+/// the environment's KVTIER_REDIS_PASSWORD (and KVTIER_REDIS_USER), which
+/// keeps a password out of process listings; else none.
+RedisAuth redis_auth_of(std::span<const std::string> urls);
 
 }  // namespace kvtier::tiers::shared

@@ -36,6 +36,8 @@ namespace kvtier::tiers::shared {
 struct SharedStoreConfig {
   /// One node, or seeds of a Redis Cluster.
   std::vector<RedisEndpoint> endpoints;
+  /// Credentials every node is given (AUTH), none when the password is empty.
+  RedisAuth auth{};
   /// The user's part of every key: instances share blocks only under the same one.
   std::string key_namespace = "kvtier";
   std::uint32_t ttl_seconds = 0;  // 0: values live until Redis evicts them
