@@ -429,6 +429,7 @@ int run(const ReplayOptions& o) {
   }
   bar.finish();
   print_report(json);
+  std::cout << std::flush;  // the report is out while KV event sockets linger for late readers
   if (kv_events) std::cout << kv_events->finish() << '\n';
   if (!rank_events.empty()) std::cout << finish_all(rank_events) << '\n';
   if (!o.json.empty()) write_json(o.json, json);

@@ -278,12 +278,18 @@ def test_several_instances_publish_as_data_parallel_ranks_on_offset_ports():
     proc = subprocess.Popen(
         [KVTIER, "replay", "--device", "host", "--capacity", "512", "--instances", "2",
          "--kv-events", f"tcp://127.0.0.1:{pub}", "--kv-events-replay", f"tcp://127.0.0.1:{rep}",
-         "--kv-events-topic", "kv", "--kv-events-linger", "4"],
+         "--kv-events-topic", "kv", "--kv-events-linger", "8"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        time.sleep(2.0)  # the replay runs (well under a second) and its sockets linger for 4 s
+        out = ""
+        while "wall time:" not in out:  # the report is out (flushed) before the sockets linger
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read()
+            out += line
+        time.sleep(1.0)  # the last batches reach the publishers' buffers
         replayed = {rank: replay_from(ctx, f"tcp://127.0.0.1:{rep + rank}", 0) for rank in (0, 1)}
-        out, err = proc.communicate(timeout=60)
+        rest, err = proc.communicate(timeout=60)
+        out += rest
         assert proc.returncode == 0, err
         for rank in (0, 1):
             line = [l for l in out.splitlines() if f"127.0.0.1:{pub + rank}," in l and "KV events:" in l]
