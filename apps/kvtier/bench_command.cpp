@@ -227,7 +227,10 @@ int run_shared(const SharedOptions& o) {
     }
   }
   std::string urls;
-  for (const std::string& url : o.urls) urls += (urls.empty() ? "" : ",") + tiers::shared::redacted_redis_url(url);
+  for (const std::string& url : o.urls) {
+    if (!urls.empty()) urls += ',';
+    urls += tiers::shared::redacted_redis_url(url);
+  }
   std::cout << "kvtier bench shared: " << urls
             << "; ceiling: raw pipelined SET, then GET, of values of the same size, a batch per pipeline\n";
   write_outputs(rows, o.json, o.csv);

@@ -118,7 +118,8 @@ nlohmann::ordered_json report_json(const replay::ReplayReport& r, const replay::
   std::string shared_urls;  // as --shared-tier takes them: comma-separated
   if (config.session.shared) {
     for (const std::string& url : config.session.shared->urls) {
-      shared_urls += (shared_urls.empty() ? "" : ",") + tiers::shared::redacted_redis_url(url);
+      if (!shared_urls.empty()) shared_urls += ',';
+      shared_urls += tiers::shared::redacted_redis_url(url);
     }
   }
   out["shared_tier"] = config.session.shared ? nlohmann::ordered_json(shared_urls) : nlohmann::ordered_json(nullptr);

@@ -294,7 +294,8 @@ Json ScriptRunner::State::op_init(const Fields& f) {
   if (made->config().shared) {
     std::string shown;  // passwords never echoed
     for (const std::string& url : made->config().shared->urls) {
-      shown += (shown.empty() ? "" : ",") + tiers::shared::redacted_redis_url(url);
+      if (!shown.empty()) shown += ',';
+      shown += tiers::shared::redacted_redis_url(url);
     }
     out["shared_tier"] = shown;
   }
