@@ -80,6 +80,20 @@ function(kvtier_use_disk_tier target)
     target_compile_definitions(${target} PRIVATE KVTIER_WITH_URING=0)
   endif()
 endfunction()
+# Tier keys (libssl-dev): HMAC-SHA256 over every G3/G4 record when a key is
+# given (tiers/tier_key). AUTO builds them when OpenSSL's libcrypto is found.
+set(KVTIER_OPENSSL "AUTO" CACHE STRING "Build tier keys (HMAC of G3/G4 records): AUTO, ON or OFF")
+set_property(CACHE KVTIER_OPENSSL PROPERTY STRINGS AUTO ON OFF)
+set(KVTIER_WITH_OPENSSL OFF)
+if(NOT KVTIER_OPENSSL STREQUAL "OFF")
+  find_package(OpenSSL 3.0 QUIET COMPONENTS Crypto)
+  if(TARGET OpenSSL::Crypto)
+    set(KVTIER_WITH_OPENSSL ON)
+  elseif(KVTIER_OPENSSL STREQUAL "ON")
+    message(FATAL_ERROR "KVTIER_OPENSSL=ON but OpenSSL 3 was not found (scripts/install-deps.sh)")
+  endif()
+endif()
+
 # The G4 shared tier's client (libhiredis-dev): AUTO builds it when hiredis is
 # found. Redis Cluster routing (slots, MOVED) is kvtier's: hiredis 0.14 has none.
 set(KVTIER_REDIS "AUTO" CACHE STRING "Build the Redis shared tier: AUTO, ON or OFF")

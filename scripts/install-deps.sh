@@ -7,7 +7,7 @@ set -euo pipefail
 
 packages=(cmake ninja-build g++ libxxhash-dev nlohmann-json3-dev libcli11-dev
           libgtest-dev libbenchmark-dev gnuplot-nox libzmq3-dev libmsgpack-cxx-dev prometheus-cpp-dev python3-venv python3-dev
-          iproute2 clang-format liburing-dev redis-server redis-tools libhiredis-dev)
+          iproute2 clang-format liburing-dev redis-server redis-tools libhiredis-dev libsodium-dev libssl-dev)
 # --fuzz: also clang and its runtime (libFuzzer, ASan, UBSan) for the fuzz preset.
 if [[ ${1:-} == --fuzz ]]; then
   packages+=(clang libclang-rt-dev)

@@ -40,8 +40,11 @@ void Session::build(memory::Runtime* borrowed) {
     // G2 pages are page-major whatever G1's layout: so are the tiers' below it.
     const KvLayout g2_layout(layout.geometry(), PageLayout::PageMajor, 1);
     std::vector<std::unique_ptr<tiers::LowerTier>> lowers;  // nearest first: G3, then G4
-    if (config_.disk) lowers.push_back(open_disk_tier(*config_.disk, g2_layout));
-    if (config_.shared) lowers.push_back(open_shared_tier(*config_.shared, g2_layout));
+    std::optional<tiers::TierKey> key;
+    if (const auto key_file = config_.effective_tier_key_file()) key = tiers::TierKey::from_file(*key_file);
+    const tiers::TierKey* tier_key = key ? &*key : nullptr;
+    if (config_.disk) lowers.push_back(open_disk_tier(*config_.disk, g2_layout, tier_key));
+    if (config_.shared) lowers.push_back(open_shared_tier(*config_.shared, g2_layout, tier_key));
     engine_ = std::make_shared<offload::OffloadEngine>(
         runtime(), pool(),
         offload::OffloadConfig{.host_blocks = config_.host_blocks,

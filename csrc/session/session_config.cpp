@@ -5,6 +5,7 @@
 #include "kvtier/core/errors.hpp"
 #include "kvtier/g1/eviction_policy.hpp"
 #include "kvtier/tiers/shared/redis_url.hpp"
+#include "kvtier/tiers/tier_key.hpp"
 
 namespace kvtier::session {
 
@@ -29,13 +30,26 @@ void SessionConfig::validate() const {
     if (disk->blocks == 0) throw ConfigError("the disk tier needs disk_blocks > 0");
     if (disk->queue_depth == 0 || disk->queue_depth > 4096) throw ConfigError("disk_queue_depth must be in 1..4096");
     if (disk->backlog > 65536) throw ConfigError("disk_backlog must be at most 65536 blocks");
+    if (std::size_t{disk->queue_depth} + disk->backlog < 2) {
+      throw ConfigError("disk_queue_depth + disk_backlog must be at least 2 (one buffer is kept for reads): " +
+                        std::to_string(disk->queue_depth) + " + " + std::to_string(disk->backlog) +
+                        " would never write a block");
+    }
   }
+  if (tier_key_file && !disk && !shared) {
+    throw ConfigError("a tier key authenticates G3 and G4 records: it needs a disk or shared tier");
+  }
+  if (tier_key_file && tier_key_file->empty()) throw ConfigError("the tier key file's path is empty");
   if (shared) {
     if (host_blocks == 0) throw ConfigError("the shared tier (G4) sits under G2: it needs host_blocks > 0");
     if (shared->urls.empty()) throw ConfigError("the shared tier needs at least one redis:// URL");
     for (const std::string& url : shared->urls) (void)tiers::shared::parse_redis_url(url);
     (void)tiers::shared::redis_auth_of(shared->urls);
     if (shared->key_namespace.empty()) throw ConfigError("the shared tier's key namespace must not be empty");
+    if (shared->key_namespace.find_first_of("{}") != std::string::npos) {
+      throw ConfigError("the shared tier's key namespace '" + shared->key_namespace +
+                        "' must not hold '{' or '}': a Redis Cluster hash tag would put every block on one shard");
+    }
     if (shared->max_in_flight == 0 || shared->max_in_flight > 65536) {
       throw ConfigError("the shared tier's in-flight bound must be in 1..65536 blocks");
     }
@@ -43,6 +57,12 @@ void SessionConfig::validate() const {
       throw ConfigError("the shared tier's timeout must be in 1..60000 ms");
     }
   }
+}
+
+std::optional<std::filesystem::path> SessionConfig::effective_tier_key_file() const {
+  if (tier_key_file) return tier_key_file;
+  if (!disk && !shared) return std::nullopt;
+  return tiers::tier_key_file_from_environment();
 }
 
 KvLayout SessionConfig::kv_layout() const {

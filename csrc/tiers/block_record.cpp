@@ -15,7 +15,7 @@ namespace {
 static_assert(std::endian::native == std::endian::little, "records are little-endian: stored as the host holds them");
 
 constexpr std::uint64_t kMagic = 0x313043455254564BULL;  // the bytes "KVTREC01"
-constexpr std::uint32_t kVersion = 1;
+constexpr std::uint32_t kVersion = kRecordVersion;
 constexpr std::uint32_t kHasParent = 1;
 constexpr std::uint32_t kHasTokenIds = 2;
 
@@ -35,7 +35,9 @@ constexpr std::size_t kParentAt = 80;
 constexpr std::size_t kLocalAt = 88;
 constexpr std::size_t kFlagsAt = 96;
 constexpr std::size_t kTokenCountAt = 100;
-constexpr std::size_t kTokensAt = 104;
+constexpr std::size_t kKeyIdAt = 104;
+constexpr std::size_t kMacAt = 112;
+constexpr std::size_t kTokensAt = kMacAt + TierKey::kMacBytes;
 
 template <class T>
 void put(std::span<std::byte> out, std::size_t at, T value) noexcept {
@@ -55,6 +57,16 @@ std::uint64_t header_checksum(std::span<const std::byte> header, std::size_t use
   std::vector<std::byte> copy(header.begin(), header.begin() + static_cast<std::ptrdiff_t>(used));
   std::fill_n(copy.begin() + kHeaderChecksumAt, sizeof(std::uint64_t), std::byte{0});
   return XXH3_64bits(copy.data(), copy.size());
+}
+
+/// The MAC of a record: its header's used bytes with the checksum and MAC
+/// fields taken as zero (the checksum covers the MAC), then the payload.
+TierKey::Mac record_mac(const TierKey& key, std::span<const std::byte> header, std::size_t used,
+                        std::span<const std::byte> payload) {
+  std::vector<std::byte> copy(header.begin(), header.begin() + static_cast<std::ptrdiff_t>(used));
+  std::fill_n(copy.begin() + kHeaderChecksumAt, sizeof(std::uint64_t), std::byte{0});
+  std::fill_n(copy.begin() + kMacAt, TierKey::kMacBytes, std::byte{0});
+  return key.mac(copy, payload);
 }
 
 }  // namespace
@@ -79,7 +91,7 @@ std::size_t record_header_bytes(std::size_t token_count) noexcept {
 
 BlockRecordMeta write_record_header(std::span<std::byte> header, const g1::TieredBlock& block,
                                     std::uint64_t fingerprint, std::uint64_t generation,
-                                    std::span<const std::byte> payload) {
+                                    std::span<const std::byte> payload, const TierKey* key) {
   const std::size_t tokens = block.token_ids ? block.token_ids->size() : 0;
   const std::size_t bytes = record_header_bytes(tokens);
   KVTIER_EXPECTS(header.size() >= bytes, "a record header of ", tokens, " token ids needs ", bytes, " bytes, not ",
@@ -105,6 +117,12 @@ BlockRecordMeta write_record_header(std::span<std::byte> header, const g1::Tiere
   put(header, kFlagsAt, (block.parent ? kHasParent : 0) | (block.token_ids ? kHasTokenIds : 0));
   put(header, kTokenCountAt, static_cast<std::uint32_t>(tokens));
   if (tokens > 0) std::memcpy(header.data() + kTokensAt, block.token_ids->data(), tokens * sizeof(TokenId));
+  if (key != nullptr) {
+    meta.key_id = key->id();
+    put(header, kKeyIdAt, meta.key_id);
+    meta.mac = record_mac(*key, header, used_bytes(tokens), payload);
+    std::memcpy(header.data() + kMacAt, meta.mac.data(), meta.mac.size());
+  }
   put(header, kHeaderChecksumAt, header_checksum(header, used_bytes(tokens)));
   return meta;
 }
@@ -119,10 +137,16 @@ const char* record_check_name(RecordCheck check) noexcept {
       return "truncated";
     case RecordCheck::HeaderCorrupt:
       return "header checksum mismatch";
+    case RecordCheck::OtherVersion:
+      return "another record format version";
     case RecordCheck::OtherLayout:
       return "another layout";
     case RecordCheck::PayloadCorrupt:
       return "payload checksum mismatch";
+    case RecordCheck::Unauthenticated:
+      return "no MAC of this tier key";
+    case RecordCheck::Forged:
+      return "MAC mismatch";
   }
   return "?";
 }
@@ -132,15 +156,19 @@ std::size_t stored_header_bytes(std::span<const std::byte> bytes) noexcept {
   return get<std::uint32_t>(bytes, kHeaderBytesAt);
 }
 
-RecordCheck read_record_header(std::span<const std::byte> bytes, std::uint64_t fingerprint, BlockRecordMeta& out) {
+RecordCheck read_record_header(std::span<const std::byte> bytes, std::uint64_t fingerprint, BlockRecordMeta& out,
+                               const TierKey* key) {
   if (bytes.size() < sizeof(std::uint64_t) || get<std::uint64_t>(bytes, kMagicAt) != kMagic) {
     return RecordCheck::NotARecord;
   }
+  if (bytes.size() < kVersionAt + sizeof(std::uint32_t)) return RecordCheck::Truncated;
+  // Another version's fields lie elsewhere: nothing past the version is read.
+  if (get<std::uint32_t>(bytes, kVersionAt) != kVersion) return RecordCheck::OtherVersion;
   if (bytes.size() < kTokensAt) return RecordCheck::Truncated;
   const std::uint32_t tokens = get<std::uint32_t>(bytes, kTokenCountAt);
   const std::size_t header_bytes = get<std::uint32_t>(bytes, kHeaderBytesAt);
   // The size fields are checked before any is trusted: a torn header must not read past its bytes.
-  if (get<std::uint32_t>(bytes, kVersionAt) != kVersion || tokens > (header_bytes - kTokensAt) / sizeof(TokenId) ||
+  if (header_bytes < kTokensAt || tokens > (header_bytes - kTokensAt) / sizeof(TokenId) ||
       header_bytes != record_header_bytes(tokens)) {
     return RecordCheck::HeaderCorrupt;
   }
@@ -149,7 +177,11 @@ RecordCheck read_record_header(std::span<const std::byte> bytes, std::uint64_t f
     return RecordCheck::HeaderCorrupt;
   }
   if (get<std::uint64_t>(bytes, kFingerprintAt) != fingerprint) return RecordCheck::OtherLayout;
+  const std::uint64_t key_id = get<std::uint64_t>(bytes, kKeyIdAt);
+  if (key != nullptr && key_id != key->id()) return RecordCheck::Unauthenticated;
   const std::uint32_t flags = get<std::uint32_t>(bytes, kFlagsAt);
+  // The MAC covers the token ids the header says it has: none unless they are the block's.
+  if ((flags & kHasTokenIds) == 0 && tokens != 0) return RecordCheck::HeaderCorrupt;
   g1::TieredBlock block{
       .plh =
           PositionalLineageHash::from_raw(get<std::uint64_t>(bytes, kPlhHighAt), get<std::uint64_t>(bytes, kPlhLowAt)),
@@ -166,16 +198,25 @@ RecordCheck read_record_header(std::span<const std::byte> bytes, std::uint64_t f
                         .layout_fingerprint = fingerprint,
                         .generation = get<std::uint64_t>(bytes, kGenerationAt),
                         .payload_bytes = get<std::uint64_t>(bytes, kPayloadBytesAt),
-                        .payload_checksum = get<std::uint64_t>(bytes, kPayloadChecksumAt)};
+                        .payload_checksum = get<std::uint64_t>(bytes, kPayloadChecksumAt),
+                        .key_id = key_id,
+                        .mac = {}};
+  std::memcpy(out.mac.data(), bytes.data() + kMacAt, out.mac.size());
   return RecordCheck::Ok;
 }
 
-RecordCheck check_payload(const BlockRecordMeta& meta, std::span<const std::byte> payload) noexcept {
+RecordCheck check_payload(const BlockRecordMeta& meta, std::span<const std::byte> header,
+                          std::span<const std::byte> payload, const TierKey* key) {
   if (payload.size() < meta.payload_bytes) return RecordCheck::Truncated;
   if (payload.size() != meta.payload_bytes || XXH3_64bits(payload.data(), payload.size()) != meta.payload_checksum) {
     return RecordCheck::PayloadCorrupt;
   }
-  return RecordCheck::Ok;
+  if (key == nullptr) return RecordCheck::Ok;
+  const std::size_t used = used_bytes(meta.block.token_ids ? meta.block.token_ids->size() : 0);
+  KVTIER_EXPECTS(header.size() >= used, "a record's MAC check needs its header's ", used, " bytes, not ",
+                 header.size());
+  if (meta.key_id != key->id()) return RecordCheck::Unauthenticated;
+  return same_mac(record_mac(*key, header, used, payload), meta.mac) ? RecordCheck::Ok : RecordCheck::Forged;
 }
 
 }  // namespace kvtier::tiers

@@ -49,6 +49,8 @@ class SlotScanTest : public ::testing::Test {
   }
   void write_file(const std::vector<std::vector<std::byte>>& slots, std::size_t cut = 0) const {
     std::ofstream out(path_, std::ios::binary | std::ios::trunc);
+    const std::vector<char> file_header(kTierFileHeaderBytes, 0);  // the scan starts past it
+    out.write(file_header.data(), static_cast<std::streamsize>(file_header.size()));
     for (const auto& slot : slots)
       out.write(reinterpret_cast<const char*>(slot.data()), static_cast<std::streamsize>(slot.size()));
     out.close();

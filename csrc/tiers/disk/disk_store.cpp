@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -10,53 +11,6 @@
 #include "kvtier/core/expects.hpp"
 
 namespace kvtier::tiers::disk {
-
-void DiskStore::AlignedFree::operator()(std::byte* p) const noexcept { std::free(p); }
-
-DiskStore::DiskStore(const DiskStoreConfig& config, const KvLayout& layout)
-    : file_(config.file),
-      geometry_(SlotGeometry::of(layout)),
-      fingerprint_(layout_fingerprint(layout)),
-      queue_(config.queue_depth),
-      slots_(config.slots) {
-  if (config.slots == 0) throw ConfigError("the disk tier needs at least one slot");
-  if (config.queue_depth == 0) throw ConfigError("the disk tier needs a queue depth of at least one");
-  recovered_ = scan_slots(file_, geometry_, config.slots, fingerprint_, queue_);
-  if (recovered_.other_layout > 0) {
-    if (!config.reformat) {
-      throw ConfigError("the disk tier's file " + config.file.string() + " holds " +
-                        std::to_string(recovered_.other_layout) +
-                        " blocks of another layout (model geometry, dtype, block size or page layout); "
-                        "reformat it to discard them");
-    }
-    const std::uint32_t foreign = recovered_.other_layout;
-    recovered_ = SlotScan{};  // everything goes
-    recovered_.other_layout = foreign;
-    file_.resize(0);
-  }
-  file_.resize(std::uint64_t{config.slots} * geometry_.slot_bytes);  // sparse: disk blocks come with writes
-  // Oldest generation first: the least recently written is the first victim.
-  std::vector<const ScannedSlot*> by_age;
-  for (const ScannedSlot& s : recovered_.resident) by_age.push_back(&s);
-  std::sort(by_age.begin(), by_age.end(),
-            [](const ScannedSlot* a, const ScannedSlot* b) { return a->meta.generation < b->meta.generation; });
-  for (const ScannedSlot* s : by_age) {
-    Slot& slot = slots_[s->slot];
-    slot.state = State::Resident;
-    slot.block = s->meta.block;
-    index_.emplace(slot.block.plh, s->slot);
-    make_evictable(s->slot);
-  }
-  for (std::uint32_t s = config.slots; s-- > 0;) {
-    if (slots_[s].state == State::Free) free_.push_back(s);  // slot 0 is taken first
-  }
-  next_generation_ = recovered_.newest_generation + 1;
-  const std::size_t buffers = std::size_t{queue_.depth()} + config.backlog;
-  buffers_.reset(static_cast<std::byte*>(std::aligned_alloc(kRecordAlignment, buffers * buffer_bytes())));
-  if (!buffers_) throw AllocationError("cannot allocate the disk tier's I/O buffers");
-  for (auto b = static_cast<std::uint32_t>(buffers); b-- > 0;) free_buffers_.push_back(b);
-  read_reserve_ = std::max<std::size_t>(1, buffers / 4);
-}
 
 void DiskStore::BusyClock::start() {
   if (in_flight++ == 0) since = std::chrono::steady_clock::now();
@@ -80,17 +34,17 @@ LowerTierStats DiskStore::stats() const {
 std::optional<g1::TieredBlock> DiskStore::find(const PositionalLineageHash& plh) const {
   const auto it = index_.find(plh);
   if (it == index_.end() || slots_[it->second].state != State::Resident) return std::nullopt;
-  return slots_[it->second].block;
+  return blocks_.at(it->second);
 }
 
 std::vector<g1::TieredBlock> DiskStore::resident_blocks() const {
   std::vector<g1::TieredBlock> blocks;
-  for (const Slot& slot : slots_) {
-    if (slot.state == State::Resident && slot.pins > 0) blocks.push_back(slot.block);  // being read: most recent
+  for (std::uint32_t s = 0; s < slots_.size(); ++s) {
+    if (slots_[s].state == State::Resident && slots_[s].pins > 0) blocks.push_back(blocks_.at(s));  // being read
   }
   std::vector<g1::TieredBlock> ordered;
   ordered.reserve(lru_.size() + blocks.size());
-  for (const std::uint32_t slot : lru_) ordered.push_back(slots_[slot].block);
+  for (const std::uint32_t slot : lru_) ordered.push_back(blocks_.at(slot));
   ordered.insert(ordered.end(), blocks.begin(), blocks.end());
   return ordered;
 }
@@ -108,14 +62,20 @@ void DiskStore::pump() {
     const std::uint64_t tag = waiting.front();
     waiting.pop_front();
     const Operation& op = operations_.at(tag);
-    const std::span<std::byte> slot(buffer(op.buffer), geometry_.slot_bytes);
     const std::uint64_t offset = geometry_.offset(op.slot);
-    const bool queued = op.phase == Phase::Read
-                            ? queue_.read(file_.fd(), slot, offset, tag)
-                            : queue_.write_linked(file_.fd(), slot, offset, tag,
-                                                  std::span<const std::byte>(buffer(op.buffer) + geometry_.slot_bytes,
-                                                                             geometry_.header_bytes),
-                                                  offset, op.header);
+    bool queued = false;
+    if (op.phase == Phase::Invalidate) {
+      queued = queue_.write(file_.fd(), std::span<const std::byte>(zeroed_header_.get(), geometry_.header_bytes),
+                            offset, tag);
+    } else {
+      const std::span<std::byte> slot(buffer(op.buffer), geometry_.slot_bytes);
+      queued = op.phase == Phase::Read
+                   ? queue_.read(file_.fd(), slot, offset, tag)
+                   : queue_.write_linked(file_.fd(), slot, offset, tag,
+                                         std::span<const std::byte>(buffer(op.buffer) + geometry_.slot_bytes,
+                                                                    geometry_.header_bytes),
+                                         offset, op.header);
+    }
     KVTIER_ASSERT(queued, "the I/O queue refused an operation it had room for");
   }
 }
@@ -141,9 +101,59 @@ void DiskStore::make_evictable(std::uint32_t slot) { slots_[slot].lru = lru_.ins
 
 void DiskStore::free_slot(std::uint32_t slot) {
   Slot& s = slots_[slot];
-  index_.erase(s.block.plh);
+  const auto block = blocks_.find(slot);
+  if (block != blocks_.end()) {
+    index_.erase(block->second.plh);
+    blocks_.erase(block);
+  }
+  const bool backed = s.backed;
   s = Slot{};
+  s.backed = backed;
+  if (disk_full_ && !backed) {
+    ++parked_;  // the file system has no room for it: not written again in this session
+    return;
+  }
   free_.push_back(slot);
+}
+
+std::optional<std::uint32_t> DiskStore::take_slot() {
+  if (!free_.empty()) {
+    const std::uint32_t slot = free_.back();
+    free_.pop_back();
+    return slot;
+  }
+  if (!disk_full_ && slots_.size() < capacity_) {
+    slots_.emplace_back();
+    return static_cast<std::uint32_t>(slots_.size() - 1);
+  }
+  return std::nullopt;
+}
+
+void DiskStore::note_disk_full() {
+  if (disk_full_) return;
+  disk_full_ = true;
+  // Free slots that never held a block would fail again: parked for this session.
+  const std::size_t before = free_.size();
+  std::erase_if(free_, [&](std::uint32_t slot) { return !slots_[slot].backed; });
+  parked_ += before - free_.size() + (capacity_ - slots_.size());
+  const auto written = std::count_if(slots_.begin(), slots_.end(), [](const Slot& s) { return s.backed; });
+  std::fprintf(stderr,
+               "kvtier: the disk tier's file system is full (ENOSPC) under %s: G3 goes on in the %zu slots it has "
+               "written (of %u), evicting to make room, until it is opened again\n",
+               file_.path().c_str(), static_cast<std::size_t>(written), capacity_);
+}
+
+void DiskStore::invalidate(std::uint32_t slot) {
+  Slot& s = slots_[slot];
+  const auto block = blocks_.find(slot);
+  if (block != blocks_.end()) {
+    index_.erase(block->second.plh);
+    blocks_.erase(block);
+  }
+  s.state = State::Invalidating;
+  const std::uint64_t tag = next_tag_++;
+  operations_.emplace(tag, Operation{.phase = Phase::Invalidate, .slot = slot});
+  issue(tag);
 }
 
 LowerTier::WriteStart DiskStore::write(const g1::TieredBlock& block, std::span<const std::byte> payload,
@@ -151,20 +161,24 @@ LowerTier::WriteStart DiskStore::write(const g1::TieredBlock& block, std::span<c
   KVTIER_EXPECTS(payload.size() == geometry_.payload_bytes, "a disk tier write takes one page of ",
                  geometry_.payload_bytes, " bytes, not ", payload.size());
   if (contains(block.plh)) return WriteStart::Present;
-  if (free_buffers_.size() <= read_reserve_ || (free_.empty() && lru_.empty())) {
+  const bool room = !free_.empty() || (!disk_full_ && slots_.size() < capacity_) || !lru_.empty();
+  if (free_buffers_.size() <= read_reserve_ || !room) {
     ++stats_.writes_refused;
     return WriteStart::NoRoom;
   }
   std::uint32_t slot;
-  if (!free_.empty()) {
-    slot = free_.back();
-    free_.pop_back();
+  if (const auto taken = take_slot()) {
+    slot = *taken;
   } else {
     slot = lru_.front();
     lru_.pop_front();
-    evicted.push_back(slots_[slot].block.hash);
-    index_.erase(slots_[slot].block.plh);
+    const auto victim = blocks_.find(slot);
+    evicted.push_back(victim->second.hash);
+    index_.erase(victim->second.plh);
+    blocks_.erase(victim);
+    const bool backed = slots_[slot].backed;
     slots_[slot] = Slot{};
+    slots_[slot].backed = backed;
     ++stats_.evictions;
   }
   const std::uint32_t b = free_buffers_.back();
@@ -177,11 +191,11 @@ LowerTier::WriteStart DiskStore::write(const g1::TieredBlock& block, std::span<c
             std::byte{0});
   // Phase two, linked behind it: the header that makes the slot a record.
   write_record_header(std::span<std::byte>(buffer(b) + geometry_.slot_bytes, geometry_.header_bytes), block,
-                      fingerprint_, next_generation_++, payload);
+                      fingerprint_, next_generation_++, payload, key());
   Slot& s = slots_[slot];
   s.state = State::Writing;
-  s.block = block;
   s.writes_pending = 2;
+  blocks_.insert_or_assign(slot, block);
   index_.emplace(block.plh, slot);
   const std::uint64_t tag = next_tag_++;
   const std::uint64_t header = next_tag_++;
@@ -206,7 +220,7 @@ std::optional<std::uint64_t> DiskStore::read(std::span<const PositionalLineageHa
     const std::uint32_t slot = index_.at(plhs[i]);
     Slot& s = slots_[slot];
     if (s.pins++ == 0) lru_.erase(s.lru);  // pinned: not evictable while read
-    pending.done.blocks.push_back(s.block);
+    pending.done.blocks.push_back(blocks_.at(slot));
     const std::uint32_t b = free_buffers_.back();
     free_buffers_.pop_back();
     const std::uint64_t tag = next_tag_++;
@@ -223,9 +237,13 @@ void DiskStore::inject_faults(const DiskFaults& faults) {
   faults_ = faults;
 }
 
-std::int64_t DiskStore::faulted(Phase phase, std::int64_t result) {
+std::int64_t DiskStore::faulted(Phase phase, const Slot& slot, std::int64_t result) {
   const auto due = [](std::uint64_t& countdown) { return countdown != 0 && --countdown == 0; };
   if (phase == Phase::Payload && due(faults_.fail_write)) return -faults_.write_errno;
+  if (phase == Phase::Payload && !slot.backed && faults_.room_for_new_slots) {
+    if (*faults_.room_for_new_slots == 0) return -ENOSPC;
+    --*faults_.room_for_new_slots;
+  }
   if (phase == Phase::Read) {
     const bool fail = due(faults_.fail_read);
     const bool cut = due(faults_.short_read);
@@ -241,23 +259,33 @@ void DiskStore::finish(const IoQueue::Completion& real, LowerTierProgress& progr
   const Operation op = it->second;
   operations_.erase(it);
   (op.phase == Phase::Read ? read_clock_ : write_clock_).stop();
-  const IoQueue::Completion completion{.tag = real.tag, .result = faulted(op.phase, real.result)};
   Slot& s = slots_[op.slot];
+  const IoQueue::Completion completion{.tag = real.tag, .result = faulted(op.phase, s, real.result)};
+  if (op.phase == Phase::Invalidate) {
+    // Zeroed or not, the slot is free again: a failed zeroing leaves a header
+    // whose payload fails once more at the next restart's first read.
+    s.state = State::Free;
+    free_slot(op.slot);
+    return;
+  }
   if (op.phase != Phase::Read) {
     const std::size_t whole = op.phase == Phase::Payload ? geometry_.slot_bytes : geometry_.header_bytes;
     if (completion.result != static_cast<std::int64_t>(whole)) s.write_failed = true;  // ENOSPC, EIO, short, cancelled
+    if (completion.result == -ENOSPC) s.no_space = true;
     if (--s.writes_pending > 0) return;
     free_buffers_.push_back(op.buffer);
     if (s.write_failed) {
       ++stats_.write_failures;
+      if (s.no_space) note_disk_full();
       free_slot(op.slot);  // its header region may hold anything but a valid header for other bytes
       return;
     }
     s.state = State::Resident;
+    s.backed = true;
     make_evictable(op.slot);
     ++stats_.blocks_written;
     stats_.bytes_written += geometry_.slot_bytes;
-    progress.stored.push_back(s.block);
+    progress.stored.push_back(blocks_.at(op.slot));
     return;
   }
   free_buffers_.push_back(op.buffer);  // the payload is copied out below, before anything reuses it
@@ -269,23 +297,27 @@ void DiskStore::finish(const IoQueue::Completion& real, LowerTierProgress& progr
   } else {
     const std::span<const std::byte> bytes(buffer(op.buffer), geometry_.slot_bytes);
     BlockRecordMeta meta;
+    const std::span<const std::byte> header = bytes.first(geometry_.header_bytes);
     const std::span<const std::byte> payload = bytes.subspan(geometry_.header_bytes, geometry_.payload_bytes);
-    ok = read_record_header(bytes.first(geometry_.header_bytes), fingerprint_, meta) == RecordCheck::Ok &&
-         meta.block.plh == s.block.plh && check_payload(meta, payload) == RecordCheck::Ok;
+    RecordCheck check = read_record_header(header, fingerprint_, meta, key());
+    if (check == RecordCheck::Ok && meta.block.plh != blocks_.at(op.slot).plh) check = RecordCheck::HeaderCorrupt;
+    if (check == RecordCheck::Ok) check = check_payload(meta, header, payload, key());
+    ok = check == RecordCheck::Ok;
     if (ok) {
       std::memcpy(op.page, payload.data(), payload.size());
       ++stats_.blocks_read;
       stats_.bytes_read += geometry_.slot_bytes;
     } else {
       ++stats_.checksum_failures;
+      if (check == RecordCheck::Unauthenticated || check == RecordCheck::Forged) ++stats_.authentication_failures;
     }
   }
   pending.done.ok[op.position] = ok;
   if (!ok) s.bad = true;
   if (--s.pins == 0) {
     if (s.bad) {
-      progress.dropped.push_back(s.block.hash);
-      free_slot(op.slot);
+      progress.dropped.push_back(blocks_.at(op.slot).hash);
+      invalidate(op.slot);  // its header goes: a restart must not find the block again
     } else {
       make_evictable(op.slot);  // most recently used
     }

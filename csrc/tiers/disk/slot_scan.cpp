@@ -31,8 +31,8 @@ SlotGeometry SlotGeometry::of(const KvLayout& layout) noexcept {
   return g;
 }
 
-SlotScan scan_slots(const DirectFile& file, const SlotGeometry& geometry, std::uint32_t slots,
-                    std::uint64_t fingerprint, IoQueue& queue) {
+SlotScan scan_slots(const DirectFile& file, const SlotGeometry& geometry, std::uint64_t slots,
+                    std::uint64_t fingerprint, IoQueue& queue, const TierKey* key) {
   KVTIER_EXPECTS(queue.in_flight() == 0, "the disk slot scan needs an idle I/O queue");
   SlotScan scan;
   const std::size_t depth = queue.depth();
@@ -57,7 +57,7 @@ SlotScan scan_slots(const DirectFile& file, const SlotGeometry& geometry, std::u
     const std::span<const std::byte> header(buffers.get() + std::size_t{buffer} * geometry.header_bytes,
                                             static_cast<std::size_t>(done.result));
     BlockRecordMeta meta;
-    switch (read_record_header(header, fingerprint, meta)) {
+    switch (read_record_header(header, fingerprint, meta, key)) {
       case RecordCheck::Ok:
         break;
       case RecordCheck::NotARecord:
@@ -65,6 +65,12 @@ SlotScan scan_slots(const DirectFile& file, const SlotGeometry& geometry, std::u
         return;
       case RecordCheck::OtherLayout:
         ++scan.other_layout;
+        return;
+      case RecordCheck::OtherVersion:
+        ++scan.other_version;
+        return;
+      case RecordCheck::Unauthenticated:
+        ++scan.unauthenticated;
         return;
       default:  // torn, damaged or cut short: never served
         ++scan.corrupt;
@@ -85,6 +91,7 @@ SlotScan scan_slots(const DirectFile& file, const SlotGeometry& geometry, std::u
   };
 
   const std::uint64_t file_bytes = file.size();
+  KVTIER_EXPECTS(slots <= UINT32_MAX, "a disk tier has at most 2^32 - 1 slots");
   for (std::uint32_t slot = 0; slot < slots; ++slot) {
     if (geometry.offset(slot) + geometry.header_bytes > file_bytes) {
       ++scan.empty;  // past the end of the file: never written

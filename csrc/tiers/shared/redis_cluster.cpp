@@ -26,11 +26,10 @@ std::uint16_t crc16_xmodem(std::string_view bytes) noexcept {
 
 std::string_view reply_text(const redisReply& reply) { return {reply.str, reply.len}; }
 
-/// "MOVED 3999 127.0.0.1:6381" -> slot and endpoint.
-bool parse_moved(std::string_view error, std::uint16_t& slot, RedisEndpoint& to) {
-  constexpr std::string_view kMoved = "MOVED ";
-  if (!error.starts_with(kMoved)) return false;
-  error.remove_prefix(kMoved.size());
+/// "MOVED 3999 127.0.0.1:6381" (or "ASK ...") -> slot and endpoint.
+bool parse_redirection(std::string_view error, std::string_view kind, std::uint16_t& slot, RedisEndpoint& to) {
+  if (!error.starts_with(kind) || error.size() <= kind.size() || error[kind.size()] != ' ') return false;
+  error.remove_prefix(kind.size() + 1);
   const std::size_t space = error.find(' ');
   const std::size_t colon = error.rfind(':');
   if (space == std::string_view::npos || colon == std::string_view::npos || colon < space) return false;
@@ -44,10 +43,13 @@ bool parse_moved(std::string_view error, std::uint16_t& slot, RedisEndpoint& to)
     return false;
   }
   slot = static_cast<std::uint16_t>(value);
-  to = RedisEndpoint{.host = std::string(error.substr(space + 1, colon - space - 1)),
-                     .port = static_cast<std::uint16_t>(port)};
+  std::string_view host = error.substr(space + 1, colon - space - 1);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  to = RedisEndpoint{.host = std::string(host), .port = static_cast<std::uint16_t>(port)};
   return !to.host.empty();
 }
+
+bool is_error(const RedisReplyPtr& reply) { return reply != nullptr && reply->type == REDIS_REPLY_ERROR; }
 
 }  // namespace
 
@@ -70,26 +72,28 @@ std::size_t RedisCluster::node_index(const RedisEndpoint& endpoint) {
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     if (nodes_[i]->endpoint() == endpoint) return i;
   }
-  nodes_.push_back(std::make_unique<RedisNode>(endpoint, config_.timeout, config_.retry_after, config_.auth));
+  nodes_.push_back(std::make_unique<RedisNode>(endpoint, config_.limits, config_.auth));
   return nodes_.size() - 1;
 }
 
-bool RedisCluster::discover() {
-  const auto now = std::chrono::steady_clock::now();
+bool RedisCluster::discover(Clock::time_point deadline) {
+  const auto now = Clock::now();
   if (now < next_discovery_) return false;
-  next_discovery_ = now + config_.retry_after;
+  next_discovery_ = now + config_.limits.retry_after;
   const RedisCommand slots{.args = {"CLUSTER", "SLOTS"}};
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     RedisNode& node = *nodes_[i];
-    auto replies = node.pipeline(std::span(&slots, 1));
+    auto replies = node.pipeline(std::span(&slots, 1), deadline);
     const redisReply* reply = replies[0].get();
     if (reply == nullptr) {
       last_error_ = node.endpoint().to_string() + ": " + node.last_error();
       continue;
     }
     if (reply->type == REDIS_REPLY_ERROR) {
-      // A standalone server: it owns every slot.
-      if (reply_text(*reply).find("cluster support disabled") == std::string_view::npos) {
+      // A standalone server owns every slot; so does one whose user may not
+      // ask (NOPERM: a read-only ACL user) — a cluster then says MOVED.
+      const std::string_view text = reply_text(*reply);
+      if (text.find("cluster support disabled") == std::string_view::npos && !text.starts_with("NOPERM")) {
         last_error_ = node.endpoint().to_string() + ": " + std::string(reply_text(*reply));
         continue;
       }
@@ -133,7 +137,7 @@ bool RedisCluster::discover() {
 }
 
 void RedisCluster::run_on_nodes(std::span<const RedisCommand> commands, std::span<const std::size_t> which,
-                                std::vector<RedisReplyPtr>& replies) {
+                                std::vector<RedisReplyPtr>& replies, Clock::time_point deadline) {
   std::vector<std::vector<std::size_t>> by_node(nodes_.size());
   for (const std::size_t i : which) {
     const std::int32_t owner = slot_owner_[key_slot(commands[i].args.at(1))];
@@ -144,25 +148,39 @@ void RedisCluster::run_on_nodes(std::span<const RedisCommand> commands, std::spa
     if (by_node[n].empty()) continue;
     batch.clear();
     for (const std::size_t i : by_node[n]) batch.push_back(commands[i]);
-    auto answers = nodes_[n]->pipeline(batch);
+    auto answers = nodes_[n]->pipeline(batch, deadline);
     if (answers.back() == nullptr) last_error_ = nodes_[n]->endpoint().to_string() + ": " + nodes_[n]->last_error();
     for (std::size_t k = 0; k < answers.size(); ++k) replies[by_node[n][k]] = std::move(answers[k]);
   }
 }
 
-std::vector<RedisReplyPtr> RedisCluster::run(std::span<const RedisCommand> commands) {
+void RedisCluster::follow_asks(std::span<const RedisCommand> commands, std::vector<RedisReplyPtr>& replies,
+                               Clock::time_point deadline) {
+  // A slot being migrated: this key is already on the target; ASKING lets the target answer for it once.
+  const RedisCommand asking{.args = {"ASKING"}};
+  for (std::size_t i = 0; i < replies.size(); ++i) {
+    std::uint16_t slot = 0;
+    RedisEndpoint to;
+    if (!is_error(replies[i]) || !parse_redirection(reply_text(*replies[i]), "ASK", slot, to)) continue;
+    const RedisCommand pair[] = {asking, commands[i]};
+    auto answers = nodes_[node_index(to)]->pipeline(pair, deadline);
+    replies[i] = std::move(answers[1]);
+    ++redirections_;
+  }
+}
+
+std::vector<RedisReplyPtr> RedisCluster::run(std::span<const RedisCommand> commands, Clock::time_point deadline) {
   std::vector<RedisReplyPtr> replies(commands.size());
-  if ((!mapped_ || stale_) && !discover() && !mapped_) return replies;
+  if ((!mapped_ || stale_) && !discover(deadline) && !mapped_) return replies;
   std::vector<std::size_t> all(commands.size());
   for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
-  run_on_nodes(commands, all, replies);
+  run_on_nodes(commands, all, replies, deadline);
   // A slot that moved (resharding, failover): follow MOVED once, and ask for the map again next call.
   std::vector<std::size_t> moved;
   for (std::size_t i = 0; i < replies.size(); ++i) {
-    const redisReply* reply = replies[i].get();
     std::uint16_t slot = 0;
     RedisEndpoint to;
-    if (reply != nullptr && reply->type == REDIS_REPLY_ERROR && parse_moved(reply_text(*reply), slot, to)) {
+    if (is_error(replies[i]) && parse_redirection(reply_text(*replies[i]), "MOVED", slot, to)) {
       slot_owner_[slot] = static_cast<std::int32_t>(node_index(to));
       moved.push_back(i);
       stale_ = true;
@@ -171,8 +189,9 @@ std::vector<RedisReplyPtr> RedisCluster::run(std::span<const RedisCommand> comma
   if (!moved.empty()) {
     redirections_ += moved.size();
     for (const std::size_t i : moved) replies[i].reset();
-    run_on_nodes(commands, moved, replies);
+    run_on_nodes(commands, moved, replies, deadline);
   }
+  follow_asks(commands, replies, deadline);
   return replies;
 }
 

@@ -3,95 +3,163 @@
 #include <hiredis/hiredis.h>
 #include <sys/time.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+
 namespace kvtier::tiers::shared {
 namespace {
+
+constexpr int kMaxArrayElements = 65536;
 
 timeval to_timeval(std::chrono::milliseconds ms) {
   return timeval{.tv_sec = static_cast<time_t>(ms.count() / 1000),
                  .tv_usec = static_cast<suseconds_t>((ms.count() % 1000) * 1000)};
 }
 
+// hiredis 0.14 has no bound on an array's length: an answer of "*2000000000"
+// would allocate its element table before one element arrived. The reader's
+// own functions are kept and wrapped; an array past the bound is refused
+// (the reader reports an error and the connection is dropped).
+std::atomic<redisReplyObjectFunctions*> hiredis_functions{nullptr};
+
+void* create_string(const redisReadTask* task, char* text, size_t length) {
+  return hiredis_functions.load()->createString(task, text, length);
+}
+void* create_array(const redisReadTask* task, int elements) {
+  if (elements > kMaxArrayElements) return nullptr;
+  return hiredis_functions.load()->createArray(task, elements);
+}
+void* create_integer(const redisReadTask* task, long long value) {
+  return hiredis_functions.load()->createInteger(task, value);
+}
+void* create_nil(const redisReadTask* task) { return hiredis_functions.load()->createNil(task); }
+void free_object(void* reply) { hiredis_functions.load()->freeObject(reply); }
+
+redisReplyObjectFunctions bounded_functions{create_string, create_array, create_integer, create_nil, free_object};
+
+void bound_reader(redisContext* context) {
+  if (context->reader->fn == &bounded_functions) return;
+  redisReplyObjectFunctions* expected = nullptr;
+  hiredis_functions.compare_exchange_strong(expected, context->reader->fn);  // the same defaults for every reader
+  context->reader->fn = &bounded_functions;
+}
+
+bool is_text(const char* errstr, int error) { return std::strcmp(errstr, std::strerror(error)) == 0; }
+
 }  // namespace
 
 void RedisReplyFree::operator()(redisReply* reply) const noexcept { freeReplyObject(reply); }
 
-RedisNode::RedisNode(RedisEndpoint endpoint, std::chrono::milliseconds timeout, std::chrono::milliseconds retry_after,
-                     RedisAuth auth)
-    : endpoint_(std::move(endpoint)), auth_(std::move(auth)), timeout_(timeout), retry_after_(retry_after) {}
+RedisNode::RedisNode(RedisEndpoint endpoint, RedisNodeLimits limits, RedisAuth auth)
+    : endpoint_(std::move(endpoint)),
+      auth_(std::move(auth)),
+      limits_(limits),
+      breaker_(NodeBreaker::of(endpoint_)) {}
 
 RedisNode::~RedisNode() {
   if (context_ != nullptr) redisFree(context_);
 }
 
-void RedisNode::fail(std::string why) {
+std::string RedisNode::context_error() const {
+  if (context_ == nullptr) return "no connection";
+  if (context_->err == REDIS_ERR_IO &&
+      (is_text(context_->errstr, EAGAIN) || is_text(context_->errstr, EWOULDBLOCK) ||
+       is_text(context_->errstr, ETIMEDOUT) || is_text(context_->errstr, EINPROGRESS))) {
+    return "no answer within " + std::to_string(socket_timeout_.count()) + " ms";
+  }
+  if (context_->err == REDIS_ERR_EOF) return "the connection was closed";
+  return context_->errstr;
+}
+
+RedisNode::Outcome RedisNode::drop(Outcome outcome, std::string why) {
   if (context_ != nullptr) redisFree(context_);
   context_ = nullptr;
+  socket_timeout_ = std::chrono::milliseconds(0);
   last_error_ = std::move(why);
-  ++failures_;
-  next_try_ = std::chrono::steady_clock::now() + retry_after_;
+  return outcome;
 }
 
-bool RedisNode::connect() {
-  if (context_ != nullptr) return true;
-  if (std::chrono::steady_clock::now() < next_try_) return false;
-  const timeval timeout = to_timeval(timeout_);
-  context_ = redisConnectWithTimeout(endpoint_.host.c_str(), endpoint_.port, timeout);
-  if (context_ == nullptr) {
-    fail("cannot allocate a hiredis context");
-    return false;
+RedisNode::Outcome RedisNode::connect(Clock::time_point deadline) {
+  if (context_ != nullptr) return Outcome::Answered;
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  const std::chrono::milliseconds wait = std::min(limits_.timeout, left);
+  if (wait.count() <= 0) {
+    last_error_ = "not asked: the call's deadline had passed";
+    return Outcome::Skipped;
   }
+  context_ = redisConnectWithTimeout(endpoint_.host.c_str(), endpoint_.port, to_timeval(wait));
+  socket_timeout_ = wait;
+  if (context_ == nullptr) return drop(Outcome::Unreachable, "cannot allocate a hiredis context");
   if (context_->err != 0) {
-    fail(context_->errstr);
-    return false;
+    const std::string why = context_->err == REDIS_ERR_IO && (is_text(context_->errstr, ETIMEDOUT) ||
+                                                              is_text(context_->errstr, EINPROGRESS) ||
+                                                              is_text(context_->errstr, EAGAIN))
+                                ? "cannot connect within " + std::to_string(wait.count()) + " ms"
+                                : std::string(context_->errstr);
+    return drop(Outcome::Unreachable, why);
   }
   // Every read and write is bounded too: a stopped node is a miss, not a hang.
-  if (redisSetTimeout(context_, timeout) != REDIS_OK) {
-    fail("cannot set the socket timeout");
-    return false;
+  if (redisSetTimeout(context_, to_timeval(wait)) != REDIS_OK) {
+    return drop(Outcome::Unreachable, "cannot set the socket timeout");
   }
-  if (!auth_.password.empty() && !authenticate()) return false;
-  last_error_.clear();
-  return true;
+  bound_reader(context_);
+  if (!auth_.password.empty()) return authenticate();
+  return Outcome::Answered;
 }
 
-bool RedisNode::authenticate() {
-  std::vector<const char*> argv{"AUTH"};
-  std::vector<std::size_t> argvlen{4};
-  if (!auth_.user.empty()) {
-    argv.push_back(auth_.user.data());
-    argvlen.push_back(auth_.user.size());
+RedisNode::Outcome RedisNode::authenticate() {
+  RedisCommand command{.args = {"AUTH"}};
+  if (!auth_.user.empty()) command.args.push_back(auth_.user);
+  command.args.push_back(auth_.password);
+  std::vector<RedisReplyPtr> reply(1);
+  const Outcome outcome = send(std::span(&command, 1), Clock::now() + limits_.timeout, reply);
+  if (outcome != Outcome::Answered) return outcome;
+  if (reply[0]->type == REDIS_REPLY_ERROR) {  // the server's words (WRONGPASS ...), never the password
+    return drop(Outcome::Refused, "AUTH refused: " + std::string(reply[0]->str, reply[0]->len));
   }
-  argv.push_back(auth_.password.data());
-  argvlen.push_back(auth_.password.size());
-  RedisReplyPtr reply(
-      static_cast<redisReply*>(redisCommandArgv(context_, static_cast<int>(argv.size()), argv.data(), argvlen.data())));
-  if (reply == nullptr) {
-    fail(context_->err != 0 ? context_->errstr : "no reply to AUTH");
-    return false;
-  }
-  if (reply->type == REDIS_REPLY_ERROR) {  // the server's words (WRONGPASS ...), never the password
-    fail("AUTH refused: " + std::string(reply->str, reply->len));
-    return false;
-  }
-  return true;
+  return Outcome::Answered;
 }
 
-std::vector<RedisReplyPtr> RedisNode::pipeline(std::span<const RedisCommand> commands) {
-  const bool reused = context_ != nullptr;
-  std::vector<RedisReplyPtr> replies = send(commands);
-  // A connection that served before may have died since (the node
-  // restarted): one more try on a fresh one before it counts as down.
-  if (reused && !replies.empty() && replies.front() == nullptr) {
-    next_try_ = {};
-    --failures_;
-    replies = send(commands);
+RedisNode::Outcome RedisNode::read_reply(Clock::time_point deadline, RedisReplyPtr& reply) {
+  for (;;) {
+    void* raw = nullptr;
+    if (redisGetReplyFromReader(context_, &raw) != REDIS_OK) {
+      return drop(Outcome::Unreachable, "a reply kvtier refuses (malformed, or an array over " +
+                                            std::to_string(kMaxArrayElements) + " elements): " + context_->errstr);
+    }
+    if (raw != nullptr) {
+      reply.reset(static_cast<redisReply*>(raw));
+      return Outcome::Answered;
+    }
+    // Not whole yet: what is buffered must stay within one reply's bound.
+    if (context_->reader->len - context_->reader->pos > limits_.max_reply_bytes) {
+      return drop(Outcome::Unreachable,
+                  "a reply over " + std::to_string(limits_.max_reply_bytes) + " bytes: refused before it was read");
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) return drop(Outcome::Unreachable, "no whole answer by the call's deadline");
+    const std::chrono::milliseconds wait = std::clamp(left, std::chrono::milliseconds(1), limits_.timeout);
+    if (wait != socket_timeout_) {
+      if (redisSetTimeout(context_, to_timeval(wait)) != REDIS_OK) {
+        return drop(Outcome::Unreachable, "cannot set the socket timeout");
+      }
+      socket_timeout_ = wait;
+    }
+    if (redisBufferRead(context_) != REDIS_OK) {
+      const bool reset = context_->err == REDIS_ERR_EOF ||
+                         (context_->err == REDIS_ERR_IO &&
+                          (is_text(context_->errstr, ECONNRESET) || is_text(context_->errstr, EPIPE)));
+      return drop(reset ? Outcome::Reset : Outcome::Unreachable, context_error());
+    }
   }
-  return replies;
 }
 
-std::vector<RedisReplyPtr> RedisNode::send(std::span<const RedisCommand> commands) {
-  std::vector<RedisReplyPtr> replies(commands.size());
-  if (commands.empty() || !connect()) return replies;
+RedisNode::Outcome RedisNode::send(std::span<const RedisCommand> commands, Clock::time_point deadline,
+                                   std::vector<RedisReplyPtr>& replies) {
+  if (const Outcome connected = connect(deadline); connected != Outcome::Answered) return connected;
   std::vector<const char*> argv;
   std::vector<std::size_t> argvlen;
   for (const RedisCommand& command : commands) {
@@ -102,17 +170,64 @@ std::vector<RedisReplyPtr> RedisNode::send(std::span<const RedisCommand> command
       argvlen.push_back(arg.size());
     }
     if (redisAppendCommandArgv(context_, static_cast<int>(argv.size()), argv.data(), argvlen.data()) != REDIS_OK) {
-      fail(context_->errstr);
-      return replies;
+      return drop(Outcome::Unreachable, context_error());
+    }
+  }
+  for (int done = 0; done == 0;) {
+    if (Clock::now() >= deadline) return drop(Outcome::Unreachable, "the commands were not sent by the deadline");
+    if (redisBufferWrite(context_, &done) != REDIS_OK) {
+      const bool reset = context_->err == REDIS_ERR_EOF ||
+                         (context_->err == REDIS_ERR_IO &&
+                          (is_text(context_->errstr, ECONNRESET) || is_text(context_->errstr, EPIPE)));
+      return drop(reset ? Outcome::Reset : Outcome::Unreachable, context_error());
     }
   }
   for (RedisReplyPtr& reply : replies) {
-    void* raw = nullptr;
-    if (redisGetReply(context_, &raw) != REDIS_OK || raw == nullptr) {
-      fail(context_->err != 0 ? context_->errstr : "no reply");
-      return replies;
-    }
-    reply.reset(static_cast<redisReply*>(raw));
+    if (const Outcome read = read_reply(deadline, reply); read != Outcome::Answered) return read;
+  }
+  return Outcome::Answered;
+}
+
+std::vector<RedisReplyPtr> RedisNode::pipeline(std::span<const RedisCommand> commands, Clock::time_point deadline) {
+  std::vector<RedisReplyPtr> replies(commands.size());
+  if (commands.empty()) return replies;
+  const auto now = Clock::now();
+  if (now >= deadline) {
+    last_error_ = "not asked: the call's deadline had passed";
+    return replies;
+  }
+  if (now < next_try_) return replies;  // its AUTH was refused a moment ago (last_error_ says so)
+  if (!breaker_->allow(now)) {
+    last_error_ = "not asked: it failed " + std::to_string(breaker_->consecutive_failures()) +
+                  " times in a row and is backing off";
+    return replies;
+  }
+  const bool reused = context_ != nullptr;
+  Outcome outcome = send(commands, deadline, replies);
+  // A connection that served before may have died since (the node
+  // restarted): one more try on a fresh one before it counts as down.
+  if (outcome == Outcome::Reset && reused) {
+    for (RedisReplyPtr& reply : replies) reply.reset();
+    outcome = send(commands, deadline, replies);
+  }
+  switch (outcome) {
+    case Outcome::Answered:
+      breaker_->succeeded();
+      last_error_.clear();
+      break;
+    case Outcome::Refused:  // up, but not for these credentials: this connection waits, others need not
+      breaker_->succeeded();
+      next_try_ = now + limits_.retry_after;
+      ++failures_;
+      break;
+    case Outcome::Skipped:
+      breaker_->abandon();
+      break;
+    case Outcome::Reset:
+    case Outcome::Unreachable:
+      breaker_->failed(Clock::now(), limits_.retry_after);
+      ++failures_;
+      break;
   }
   return replies;
 }

@@ -2,13 +2,14 @@
 
 #include <hiredis/hiredis.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <string_view>
 #include <utility>
 
 #include "kvtier/core/errors.hpp"
 #include "kvtier/core/expects.hpp"
-#include "kvtier/tiers/block_record.hpp"
 
 namespace kvtier::tiers::shared {
 namespace {
@@ -31,27 +32,44 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+bool error_starts(const redisReply* reply, std::string_view prefix) {
+  return reply != nullptr && reply->type == REDIS_REPLY_ERROR && std::string_view(reply->str, reply->len).starts_with(prefix);
+}
+
+bool answered(const redisReply* reply) { return reply != nullptr && reply->type != REDIS_REPLY_ERROR; }
+
+RedisNodeLimits limits_of(const SharedStoreConfig& config, std::size_t max_value_bytes) {
+  // Room for one value and the protocol around it; CLUSTER SLOTS of a large cluster fits 4 MiB.
+  return RedisNodeLimits{.timeout = config.timeout,
+                         .retry_after = config.retry_after,
+                         .max_reply_bytes = std::max<std::size_t>(std::size_t{4} << 20, max_value_bytes + 65536)};
+}
+
 }  // namespace
 
 SharedStore::SharedStore(SharedStoreConfig config, const KvLayout& layout)
     : config_(std::move(config)),
       page_bytes_(layout.page_bytes()),
       header_bytes_(record_header_bytes(layout.geometry().tokens_per_block)),
+      max_value_bytes_(header_bytes_ + page_bytes_),
       fingerprint_(layout_fingerprint(layout)),
       lookup_cluster_(RedisClusterConfig{.seeds = config_.endpoints,
                                          .auth = config_.auth,
-                                         .timeout = config_.timeout,
-                                         .retry_after = config_.retry_after}),
+                                         .limits = limits_of(config_, max_value_bytes_)}),
       worker_cluster_(RedisClusterConfig{.seeds = config_.endpoints,
                                          .auth = config_.auth,
-                                         .timeout = config_.timeout,
-                                         .retry_after = config_.retry_after}) {
+                                         .limits = limits_of(config_, max_value_bytes_)}) {
   if (config_.key_namespace.empty()) throw ConfigError("the shared tier's key namespace must not be empty");
+  if (config_.key_namespace.find_first_of("{}") != std::string::npos) {
+    throw ConfigError("the shared tier's key namespace '" + config_.key_namespace +
+                      "' must not hold '{' or '}': a Redis Cluster hash tag would put every block on one shard");
+  }
   if (config_.max_writes_in_flight == 0 || config_.max_reads_in_flight == 0) {
     throw ConfigError("the shared tier needs room for at least one write and one read in flight");
   }
   if (config_.timeout.count() <= 0) throw ConfigError("the shared tier's timeout must be at least 1 ms");
   key_prefix_ = config_.key_namespace + ":" + hex(fingerprint_) + ":";
+  if (config_.key) key_prefix_ += "k" + hex(config_.key->id()) + ":";
   worker_ = std::thread([this] { work(); });
 }
 
@@ -99,6 +117,19 @@ void SharedStore::note_failure(std::string_view what) {
                static_cast<int>(what.size()), what.data());
 }
 
+RecordCheck SharedStore::check_value(const redisReply* reply, const PositionalLineageHash& plh, bool whole,
+                                     BlockRecordMeta& meta) const {
+  if (reply->type != REDIS_REPLY_STRING || reply->len == 0) return RecordCheck::NotARecord;  // another type, or empty
+  const std::span<const std::byte> value = bytes_of(*reply);
+  RecordCheck check = read_record_header(value, fingerprint_, meta, key());
+  if (check != RecordCheck::Ok) return check;
+  if (meta.block.plh != plh || meta.payload_bytes != page_bytes_) return RecordCheck::HeaderCorrupt;
+  if (!whole) return RecordCheck::Ok;
+  const std::size_t header = stored_header_bytes(value);
+  return check_payload(meta, value.first(std::min(header, value.size())), value.subspan(std::min(header, value.size())),
+                       key());
+}
+
 std::vector<std::optional<g1::TieredBlock>> SharedStore::lookup(std::span<const PositionalLineageHash> plhs) {
   std::vector<std::optional<g1::TieredBlock>> found(plhs.size());
   if (plhs.empty()) return found;
@@ -109,26 +140,38 @@ std::vector<std::optional<g1::TieredBlock>> SharedStore::lookup(std::span<const 
   std::vector<RedisCommand> commands;
   commands.reserve(keys.size());
   for (const std::string& k : keys) commands.push_back(RedisCommand{.args = {"GETRANGE", k, "0", last}});
-  const auto replies = lookup_cluster_.run(commands);
+  // The whole lookup, every shard together, within one timeout: the scheduler waits for it.
+  const auto replies = lookup_cluster_.run(commands, RedisCluster::Clock::now() + config_.timeout);
   std::vector<std::string> bad;
   std::size_t hits = 0;
   std::size_t failed = 0;
   std::size_t other_layout = 0;
+  std::size_t other_version = 0;
+  std::size_t unauthenticated = 0;
+  std::size_t ok = 0;
   for (std::size_t i = 0; i < plhs.size(); ++i) {
     const redisReply* reply = replies[i].get();
-    if (reply == nullptr || reply->type == REDIS_REPLY_ERROR) {
+    ok += answered(reply) ? 1 : 0;
+    if (error_starts(reply, "WRONGTYPE")) {  // a list or a hash under our key: never ours, and it blocks SET NX
+      bad.push_back(keys[i]);
+    } else if (reply == nullptr || reply->type == REDIS_REPLY_ERROR) {
       ++failed;
-    } else if (reply->type == REDIS_REPLY_STRING && reply->len > 0) {
+    } else if (reply->type == REDIS_REPLY_STRING && reply->len > 0) {  // "" is no key (or an empty value: publish fixes it)
       BlockRecordMeta meta;
-      const RecordCheck check = read_record_header(bytes_of(*reply), fingerprint_, meta);
-      if (check == RecordCheck::Ok && meta.block.plh == plhs[i] && meta.payload_bytes == page_bytes_) {
+      const RecordCheck check = check_value(reply, plhs[i], false, meta);
+      if (check == RecordCheck::Ok) {
         found[i] = meta.block;
         remember(std::move(meta.block));
         ++hits;
         continue;
       }
-      if (check == RecordCheck::OtherLayout) ++other_layout;
-      bad.push_back(keys[i]);  // garbage under our key would refuse every publish of the block (NX)
+      if (check == RecordCheck::OtherVersion) {
+        ++other_version;  // another kvtier's to judge: kept, not served
+      } else {
+        if (check == RecordCheck::OtherLayout) ++other_layout;
+        if (check == RecordCheck::Unauthenticated) ++unauthenticated;
+        bad.push_back(keys[i]);  // garbage under our key would refuse every publish of the block (NX)
+      }
     }
     known_.erase(plhs[i]);  // gone, or not what it should be
   }
@@ -138,7 +181,10 @@ std::vector<std::optional<g1::TieredBlock>> SharedStore::lookup(std::span<const 
   shared_.lookup_blocks += plhs.size();
   shared_.lookup_hits += hits;
   shared_.other_layout += other_layout;
+  shared_.other_version += other_version;
+  shared_.answered += ok;
   stats_.checksum_failures += bad.size();
+  stats_.authentication_failures += unauthenticated;
   if (failed > 0) {
     note_failure(error_text(lookup_cluster_, replies));
     shared_.errors += failed - 1;
@@ -153,7 +199,7 @@ std::vector<std::optional<g1::TieredBlock>> SharedStore::lookup(std::span<const 
 void SharedStore::delete_values(RedisCluster& cluster, const std::vector<std::string>& keys) {
   std::vector<RedisCommand> commands;
   for (const std::string& k : keys) commands.push_back(RedisCommand{.args = {"DEL", k}});
-  const auto replies = cluster.run(commands);
+  const auto replies = cluster.run(commands, RedisCluster::Clock::now() + config_.timeout);
   std::size_t deleted = 0;
   for (const auto& reply : replies) deleted += reply != nullptr && reply->type == REDIS_REPLY_INTEGER ? 1 : 0;
   std::lock_guard lock(mutex_);
@@ -169,7 +215,7 @@ LowerTier::WriteStart SharedStore::write(const g1::TieredBlock& block, std::span
   const std::size_t header = record_header_bytes(tokens);
   {
     std::lock_guard lock(mutex_);
-    if (writes_in_flight_ >= config_.max_writes_in_flight) {
+    if (writes_in_flight_ >= config_.max_writes_in_flight || shared_.read_only) {
       ++stats_.writes_refused;
       return WriteStart::NoRoom;
     }
@@ -177,7 +223,7 @@ LowerTier::WriteStart SharedStore::write(const g1::TieredBlock& block, std::span
   }
   WriteJob job{.block = block, .key = key(block.plh), .value = std::string(header + payload.size(), '\0')};
   write_record_header(std::as_writable_bytes(std::span(job.value.data(), header)), block, fingerprint_, ++generation_,
-                      payload);
+                      payload, key());
   std::memcpy(job.value.data() + header, payload.data(), payload.size());
   publishing_.insert(block.plh);
   {
@@ -233,22 +279,63 @@ void SharedStore::work() {
   }
 }
 
+namespace {
+
+/// A worker call's deadline: one timeout, and one more per 32 values.
+RedisCluster::Clock::time_point worker_deadline(std::chrono::milliseconds timeout, std::size_t commands) {
+  return RedisCluster::Clock::now() + timeout * static_cast<long>(1 + commands / 32);
+}
+
+}  // namespace
+
 void SharedStore::run_writes(std::vector<WriteJob>& jobs) {
   const auto start = std::chrono::steady_clock::now();
   const std::string ttl = std::to_string(config_.ttl_seconds);
-  std::vector<RedisCommand> commands;
-  for (const WriteJob& job : jobs) {
+  const auto set_command = [&](const WriteJob& job) {
     RedisCommand command{.args = {"SET", job.key, job.value, "NX"}};
     if (config_.ttl_seconds > 0) command.args.insert(command.args.end(), {"EX", ttl});
-    commands.push_back(std::move(command));
+    return command;
+  };
+  // STRLEN beside each SET NX: a value NX finds there must look like a block's
+  // (an empty value or another type under our key would refuse the block forever).
+  std::vector<RedisCommand> commands;
+  for (const WriteJob& job : jobs) {
+    commands.push_back(RedisCommand{.args = {"STRLEN", job.key}});
+    commands.push_back(set_command(job));
   }
-  const auto replies = worker_cluster_.run(commands);
+  auto replies = worker_cluster_.run(commands, worker_deadline(config_.timeout, commands.size()));
+  const auto plausible = [&](const redisReply* length) {
+    if (length == nullptr || length->type != REDIS_REPLY_INTEGER) return false;
+    const auto bytes = static_cast<std::size_t>(std::max<long long>(length->integer, 0));
+    return bytes > page_bytes_ && bytes <= max_value_bytes_ && (bytes - page_bytes_) % kRecordAlignment == 0;
+  };
+  // Values NX refused that are not a block's: deleted, then published again.
+  std::vector<std::size_t> poisoned;
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    const redisReply* length = replies[2 * i].get();
+    const redisReply* set = replies[2 * i + 1].get();
+    if (set != nullptr && set->type == REDIS_REPLY_NIL && (error_starts(length, "WRONGTYPE") || (answered(length) && !plausible(length)))) {
+      poisoned.push_back(i);
+    }
+  }
+  if (!poisoned.empty()) {
+    std::vector<RedisCommand> again;
+    for (const std::size_t i : poisoned) {
+      again.push_back(RedisCommand{.args = {"DEL", jobs[i].key}});
+      again.push_back(set_command(jobs[i]));
+    }
+    auto retried = worker_cluster_.run(again, worker_deadline(config_.timeout, again.size()));
+    for (std::size_t k = 0; k < poisoned.size(); ++k) replies[2 * poisoned[k] + 1] = std::move(retried[2 * k + 1]);
+  }
   const double took = seconds_since(start);
   std::lock_guard lock(mutex_);
   stats_.write_busy_s += took;
+  stats_.checksum_failures += poisoned.size();
+  shared_.values_deleted += poisoned.size();
   std::size_t failed = 0;
   for (std::size_t i = 0; i < jobs.size(); ++i) {
-    const redisReply* reply = replies[i].get();
+    const redisReply* reply = replies[2 * i + 1].get();
+    shared_.answered += answered(reply) ? 1 : 0;
     WriteDone done{.block = std::move(jobs[i].block), .stored = false};
     if (reply != nullptr && reply->type == REDIS_REPLY_STATUS) {  // OK: this SET stored it
       done.stored = true;
@@ -257,6 +344,14 @@ void SharedStore::run_writes(std::vector<WriteJob>& jobs) {
     } else if (reply != nullptr && reply->type == REDIS_REPLY_NIL) {  // NX: it was there already
       done.stored = true;
       ++shared_.already_present;
+    } else if (error_starts(reply, "NOPERM")) {  // a read-only user: this instance reads, never writes
+      ++stats_.write_failures;
+      if (!shared_.read_only) {
+        shared_.read_only = true;
+        std::fprintf(stderr,
+                     "kvtier: the shared tier refuses this user's writes (%.*s); this instance only reads from it\n",
+                     static_cast<int>(reply->len), reply->str);
+      }
     } else {
       ++stats_.write_failures;
       ++failed;
@@ -277,14 +372,20 @@ void SharedStore::run_reads(std::vector<ReadJob>& jobs) {
   for (const ReadJob& job : jobs) {
     for (const g1::TieredBlock& block : job.blocks) keys.push_back(key(block.plh));
   }
+  // One byte past the largest value a block has: a longer one is refused unread (and deleted).
+  const std::string last = std::to_string(max_value_bytes_);
   std::vector<RedisCommand> commands;
   commands.reserve(keys.size());
-  for (const std::string& k : keys) commands.push_back(RedisCommand{.args = {"GET", k}});
-  const auto replies = worker_cluster_.run(commands);
+  for (const std::string& k : keys) commands.push_back(RedisCommand{.args = {"GETRANGE", k, "0", last}});
+  const auto replies = worker_cluster_.run(commands, worker_deadline(config_.timeout, commands.size()));
   std::vector<std::string> bad;
   std::size_t failed = 0;
   std::size_t missing = 0;
   std::size_t other_layout = 0;
+  std::size_t other_version = 0;
+  std::size_t oversized = 0;
+  std::size_t unauthenticated = 0;
+  std::size_t ok = 0;
   std::size_t bytes = 0;
   std::vector<LowerRead> done;
   std::vector<SequenceHash> dropped;
@@ -293,28 +394,36 @@ void SharedStore::run_reads(std::vector<ReadJob>& jobs) {
     LowerRead read{.id = job.id, .ok = std::vector<bool>(job.blocks.size(), false), .blocks = job.blocks};
     for (std::size_t b = 0; b < job.blocks.size(); ++b, ++next) {
       const redisReply* reply = replies[next].get();
-      if (reply == nullptr || reply->type == REDIS_REPLY_ERROR) {
+      ok += answered(reply) ? 1 : 0;
+      if (!error_starts(reply, "WRONGTYPE") && (reply == nullptr || reply->type == REDIS_REPLY_ERROR)) {
         ++failed;
         continue;
       }
-      if (reply->type != REDIS_REPLY_STRING) {
+      if (reply->type == REDIS_REPLY_STRING && reply->len == 0) {  // gone (evicted, a shard restarted empty)
         ++missing;
         continue;
       }
-      const std::span<const std::byte> value = bytes_of(*reply);
       BlockRecordMeta meta;
-      RecordCheck check = read_record_header(value, fingerprint_, meta);
-      if (check == RecordCheck::Ok && meta.block.plh != job.blocks[b].plh) check = RecordCheck::HeaderCorrupt;
-      const std::size_t header = stored_header_bytes(value);
-      if (check == RecordCheck::Ok) check = check_payload(meta, value.subspan(header));
-      if (check == RecordCheck::Ok && meta.payload_bytes != page_bytes_) check = RecordCheck::PayloadCorrupt;
+      RecordCheck check = RecordCheck::HeaderCorrupt;
+      if (reply->type == REDIS_REPLY_STRING && reply->len > max_value_bytes_) {
+        ++oversized;
+      } else if (reply->type == REDIS_REPLY_STRING) {
+        check = check_value(reply, job.blocks[b].plh, true, meta);
+      }
+      if (check == RecordCheck::OtherVersion) {
+        ++other_version;  // kept: another kvtier's
+        dropped.push_back(job.blocks[b].hash);
+        continue;
+      }
       if (check != RecordCheck::Ok) {
         if (check == RecordCheck::OtherLayout) ++other_layout;
+        if (check == RecordCheck::Unauthenticated || check == RecordCheck::Forged) ++unauthenticated;
         bad.push_back(keys[next]);
         dropped.push_back(job.blocks[b].hash);
         continue;
       }
-      std::memcpy(job.pages[b], value.data() + header, page_bytes_);  // verified: only now it reaches G2
+      const std::size_t header = stored_header_bytes(bytes_of(*reply));
+      std::memcpy(job.pages[b], reply->str + header, page_bytes_);  // verified: only now it reaches G2
       read.ok[b] = true;
       bytes += page_bytes_;
     }
@@ -328,8 +437,12 @@ void SharedStore::run_reads(std::vector<ReadJob>& jobs) {
   stats_.bytes_read += bytes;
   stats_.read_failures += failed;
   stats_.checksum_failures += bad.size();
+  stats_.authentication_failures += unauthenticated;
   shared_.values_missing += missing;
   shared_.other_layout += other_layout;
+  shared_.other_version += other_version;
+  shared_.oversized += oversized;
+  shared_.answered += ok;
   for (const LowerRead& read : done) reads_in_flight_ -= read.blocks.size();
   count_worker_redirections();
   reads_done_.insert(reads_done_.end(), std::make_move_iterator(done.begin()), std::make_move_iterator(done.end()));

@@ -64,6 +64,10 @@ struct SessionConfig {
   /// A G4 shared tier under G2, beside G3 when both are given (needs
   /// host_blocks > 0 and a build with hiredis).
   std::optional<SharedTierSettings> shared{};
+  /// A tier key for G3 and G4 (tiers/tier_key.hpp): every record they write
+  /// carries its MAC and only records with a valid one are served. Without
+  /// one, KVTIER_TIER_KEY_FILE is read when a G3 or G4 tier is configured.
+  std::optional<std::filesystem::path> tier_key_file{};
   /// Listeners of the manager's KV events, besides the session's own counter.
   std::vector<std::shared_ptr<KvEventSink>> event_sinks{};
 
@@ -73,6 +77,8 @@ struct SessionConfig {
   void set_backend(std::string_view backend, std::optional<std::string_view> eviction);
   /// ConfigError for an impossible configuration.
   void validate() const;
+  /// tier_key_file, else KVTIER_TIER_KEY_FILE when a G3 or G4 tier is configured.
+  std::optional<std::filesystem::path> effective_tier_key_file() const;
   /// The G1 pool's layout: the geometry with the manager's block size.
   KvLayout kv_layout() const;
 };

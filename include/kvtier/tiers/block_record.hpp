@@ -1,15 +1,17 @@
 #pragma once
 // One block as the tiers below G2 store it (docs/architecture.md, "The
 // lower-tier seam"): a header — the block's hashes, parent, token ids, the
-// layout fingerprint, the XXH3-64 of the payload, a generation — then the
-// page's bytes. G3 writes one record per disk slot and G4 one per store
-// value; both write and check it here, and serve no byte that did not check.
+// layout fingerprint, the XXH3-64 of the payload, a generation and, under a
+// tier key, an HMAC-SHA256 of header and payload — then the page's bytes.
+// G3 writes one record per disk slot and G4 one per store value; both write
+// and check it here, and serve no byte that did not check.
 #include <cstddef>
 #include <cstdint>
 #include <span>
 
 #include "kvtier/core/kv_layout.hpp"
 #include "kvtier/g1/offload_tier.hpp"
+#include "kvtier/tiers/tier_key.hpp"
 
 namespace kvtier::tiers {
 
@@ -17,6 +19,9 @@ namespace kvtier::tiers {
 /// of the file systems kvtier runs on, so the payload of a record that
 /// starts aligned starts aligned too.
 inline constexpr std::size_t kRecordAlignment = 4096;
+
+/// The record format this build writes and serves (2: the MAC fields).
+inline constexpr std::uint32_t kRecordVersion = 2;
 
 /// What identifies the bytes of a page: geometry, dtype, block size and page
 /// layout (not the capacity). A record of another fingerprint is another
@@ -31,34 +36,47 @@ struct BlockRecordMeta {
   std::uint64_t generation = 0;
   std::uint64_t payload_bytes = 0;
   std::uint64_t payload_checksum = 0;  // XXH3-64
+  /// The id of the tier key that wrote it (0: written without one) and its MAC.
+  std::uint64_t key_id = 0;
+  TierKey::Mac mac{};
 };
 
 /// Bytes of the header of a block with `token_count` token ids, a multiple of kRecordAlignment.
 std::size_t record_header_bytes(std::size_t token_count) noexcept;
 
 /// Writes the header of `block` with `payload`'s size and checksum into
-/// `header` (record_header_bytes of its token ids; ContractError if smaller).
-/// Returns the meta it wrote.
+/// `header` (record_header_bytes of its token ids; ContractError if smaller)
+/// and, with `key`, the MAC of header and payload. Returns the meta it wrote.
 BlockRecordMeta write_record_header(std::span<std::byte> header, const g1::TieredBlock& block,
                                     std::uint64_t fingerprint, std::uint64_t generation,
-                                    std::span<const std::byte> payload);
+                                    std::span<const std::byte> payload, const TierKey* key = nullptr);
 
 /// How reading a record's header or payload ended.
 enum class RecordCheck : std::uint8_t {
   Ok,
-  NotARecord,      // no record magic: an empty or foreign slot
-  Truncated,       // fewer bytes than the header says it has
-  HeaderCorrupt,   // the header's own checksum fails
-  OtherLayout,     // another layout fingerprint
-  PayloadCorrupt,  // the payload's checksum or size fails
+  NotARecord,       // no record magic: an empty or foreign slot
+  Truncated,        // fewer bytes than the header says it has
+  HeaderCorrupt,    // the header's own checksum fails
+  OtherVersion,     // another record format version: kept for the kvtier that wrote it, never served
+  OtherLayout,      // another layout fingerprint
+  PayloadCorrupt,   // the payload's checksum or size fails
+  Unauthenticated,  // a tier key is required and the record has no MAC, or one of another key
+  Forged,           // its MAC does not match header and payload: someone wrote it without the key
 };
 const char* record_check_name(RecordCheck check) noexcept;
 
-/// Reads and checks a header from the first bytes of a record. Ok fills `out`.
-RecordCheck read_record_header(std::span<const std::byte> bytes, std::uint64_t fingerprint, BlockRecordMeta& out);
+/// Reads and checks a header from the first bytes of a record. Ok fills
+/// `out`. With `key`, a record written without it is Unauthenticated (its
+/// MAC is checked with the payload, by check_payload).
+RecordCheck read_record_header(std::span<const std::byte> bytes, std::uint64_t fingerprint, BlockRecordMeta& out,
+                               const TierKey* key = nullptr);
 /// The header's size as the header at the start of `bytes` says (0 if it is not a record's).
 std::size_t stored_header_bytes(std::span<const std::byte> bytes) noexcept;
-/// Checks a payload against its header: its size and its XXH3-64.
-RecordCheck check_payload(const BlockRecordMeta& meta, std::span<const std::byte> payload) noexcept;
+/// Checks a payload against its header: its size, its XXH3-64 and, with
+/// `key`, the record's MAC over `header` (the header's bytes as stored) and
+/// the payload. Without a key a keyed record is checked as any other: the
+/// MAC guards the instances that hold the key.
+RecordCheck check_payload(const BlockRecordMeta& meta, std::span<const std::byte> header,
+                          std::span<const std::byte> payload, const TierKey* key = nullptr);
 
 }  // namespace kvtier::tiers

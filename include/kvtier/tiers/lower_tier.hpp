@@ -27,7 +27,10 @@ struct LowerTierStats {
   std::uint64_t bytes_read = 0;
   std::uint64_t write_failures = 0;     // failed or short writes: the block never became visible
   std::uint64_t read_failures = 0;      // failed or short reads
-  std::uint64_t checksum_failures = 0;  // reads whose header or payload did not verify
+  std::uint64_t checksum_failures = 0;  // reads whose header or payload did not verify (MAC failures included)
+  /// Of those, records a tier key refused: no MAC of this key, or a MAC that
+  /// does not match (someone wrote it without the key).
+  std::uint64_t authentication_failures = 0;
   std::uint64_t evictions = 0;
   std::uint64_t writes_refused = 0;  // writes turned away for want of room (the block was not kept)
   /// Wall time during which at least one write (read) was in flight, seen at

@@ -2,16 +2,22 @@
 // G3's store: blocks in the fixed-size slots of one file, written and read
 // through io_uring, indexed by positional lineage hash and evicted in LRU
 // order. A slot is visible only once its write completed; a read serves a
-// block only when its header and payload checksums verify; the index is
-// rebuilt from the slots' headers when the store is opened again.
+// block only when its header and payload checksums (and, with a tier key,
+// its MAC) verify; the index is rebuilt from the slots' headers when the
+// store is opened again.
 //   Free -> Writing (a write in flight: found by contains(), never read)
 //   Writing -> Resident (the write completed) | Free (it failed)
+//   Resident -> Invalidating (a read did not verify: its header is zeroed,
+//     so a restart cannot find it again) -> Free
 // A write is two ordered writes, linked in the I/O queue: the payload with a
 // zeroed header region, then, once that completed whole, the header (the
 // kernel starts the second only after the first). A process killed at any point
 // leaves each slot as its old record, as no record, or as a header whose
 // checksum fails — never a header that vouches for bytes not on disk.
 //   Resident -> pinned while reads use it; evictable (LRU) when not
+// Memory grows with the slots used, not with the capacity; a full file
+// system (ENOSPC) turns into eviction: slots that never held a block are
+// not written again until the tier is opened anew.
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -29,20 +35,31 @@
 #include "kvtier/tiers/disk/direct_file.hpp"
 #include "kvtier/tiers/disk/io_queue.hpp"
 #include "kvtier/tiers/disk/slot_scan.hpp"
+#include "kvtier/tiers/disk/tier_directory.hpp"
 #include "kvtier/tiers/lower_tier.hpp"
+#include "kvtier/tiers/tier_key.hpp"
 
 namespace kvtier::tiers::disk {
 
 struct DiskStoreConfig {
-  std::filesystem::path file;  // created when missing
+  /// Created (0600, its directory 0700) when missing; refused when it is a
+  /// link, another user's, not a kvtier tier file (left untouched), or in a
+  /// directory others could write (tier_directory.hpp).
+  std::filesystem::path file;
   std::uint32_t slots = 0;     // the tier's capacity in blocks
   unsigned queue_depth = 32;   // I/O operations in flight
   /// Blocks whose I/O may wait for room in the queue, beyond the queue depth
   /// (each holds one slot's aligned buffer): a burst of demotions is queued,
   /// not refused. A quarter of the buffers is kept for reads.
   unsigned backlog = 32;
-  /// Discard what the file holds when it is another layout's (otherwise a ConfigError).
+  /// Discard what the file holds when it is another layout's, format
+  /// version's or tier key's (otherwise a ConfigError). Never a file that is
+  /// not a kvtier tier.
   bool reformat = false;
+  /// With a key, every record is written with its MAC and only records with
+  /// a valid one are served; a tier file written under another key (or
+  /// none) is refused unless reformat.
+  std::optional<TierKey> key{};
 };
 
 /// Faults a test or the script injects: the Nth operation of a kind that
@@ -53,13 +70,23 @@ struct DiskFaults {
   int write_errno = ENOSPC;      // a full disk
   std::uint64_t fail_read = 0;   // a block read fails with EIO
   std::uint64_t short_read = 0;  // a block read comes back with half its bytes
+  /// A file system about to fill: this many more slots that never held a
+  /// block can be written, then such writes fail with ENOSPC (a sparse file
+  /// on a full disk); slots written before still take writes.
+  std::optional<std::uint32_t> room_for_new_slots{};
 };
 
 class DiskStore final : public LowerTier {
  public:
-  /// Opens the store and recovers what its file holds. ConfigError: the file
-  /// cannot be opened or sized, io_uring is unavailable, or the file holds
-  /// another layout's blocks and `reformat` is off.
+  /// Opens the store and recovers what its file holds: the most recent
+  /// blocks that fit when the file held more than `slots` (the rest are
+  /// dropped and counted in recovered().dropped_on_shrink). ConfigError: the
+  /// directory or file is refused (see DiskStoreConfig::file), the file
+  /// system has no room for `slots` blocks, io_uring is unavailable, a queue
+  /// depth and backlog that leave no buffer for writes, or the file holds
+  /// another layout's, version's or key's blocks and `reformat` is off.
+  /// AllocationError: the buffers or the index at full capacity would not
+  /// fit the memory available.
   DiskStore(const DiskStoreConfig& config, const KvLayout& layout);
   DiskStore(const DiskStore&) = delete;
   DiskStore& operator=(const DiskStore&) = delete;
@@ -68,14 +95,19 @@ class DiskStore final : public LowerTier {
 
   StorageTier medium() const noexcept override { return StorageTier::Disk; }
   std::size_t page_bytes() const noexcept override { return geometry_.payload_bytes; }
-  std::uint32_t capacity() const noexcept override { return static_cast<std::uint32_t>(slots_.size()); }
+  std::uint32_t capacity() const noexcept override { return capacity_; }
   /// Writing or resident slots.
-  std::size_t used() const noexcept override { return slots_.size() - free_.size(); }
+  std::size_t used() const noexcept override { return blocks_.size(); }
   bool direct_io() const noexcept { return file_.direct(); }
   const SlotGeometry& geometry() const noexcept { return geometry_; }
   /// What the file held when the store was opened.
   const SlotScan& recovered() const noexcept { return recovered_; }
   LowerTierStats stats() const override;
+  /// The file system said ENOSPC: from then on the tier evicts to make room
+  /// and leaves the slots that never held a block (parked) alone.
+  bool disk_full() const noexcept { return disk_full_; }
+  /// Slots the tier no longer writes since the file system filled.
+  std::size_t parked_slots() const noexcept { return parked_; }
 
   bool contains(const PositionalLineageHash& plh) const override { return index_.contains(plh); }
   std::optional<g1::TieredBlock> find(const PositionalLineageHash& plh) const override;
@@ -102,17 +134,19 @@ class DiskStore final : public LowerTier {
   void inject_faults(const DiskFaults& faults);
 
  private:
-  enum class State : std::uint8_t { Free, Writing, Resident };
+  enum class State : std::uint8_t { Free, Writing, Resident, Invalidating };
+  /// Small on purpose: one per slot used (the block itself is in blocks_).
   struct Slot {
     State state = State::Free;
-    std::uint32_t pins = 0;
     bool bad = false;                 // a read of it did not verify: dropped when its last read ends
+    bool write_failed = false;        // its payload or header write failed or was short
+    bool no_space = false;            // ... with ENOSPC
+    bool backed = false;              // it held a block once: the file system has its bytes
     std::uint8_t writes_pending = 0;  // its payload and header writes not yet completed
-    bool write_failed = false;        // one of them failed or was short
-    g1::TieredBlock block;
+    std::uint32_t pins = 0;
     std::list<std::uint32_t>::iterator lru;  // valid while Resident and unpinned
   };
-  enum class Phase : std::uint8_t { Payload, Header, Read };
+  enum class Phase : std::uint8_t { Payload, Header, Read, Invalidate };
   struct Operation {
     Phase phase = Phase::Payload;
     std::uint32_t slot = 0;
@@ -139,30 +173,44 @@ class DiskStore final : public LowerTier {
   /// payload), then the header its linked second write puts in place.
   std::size_t buffer_bytes() const noexcept { return geometry_.slot_bytes + geometry_.header_bytes; }
   std::byte* buffer(std::uint32_t b) const noexcept { return buffers_.get() + std::size_t{b} * buffer_bytes(); }
+  /// Recovers what the file holds (disk_store_open.cpp).
+  void open_file(const DiskStoreConfig& config, const KvLayout& layout);
   void make_evictable(std::uint32_t slot);
   void free_slot(std::uint32_t slot);
+  /// A slot for a new write: a free one, one never used, or none.
+  std::optional<std::uint32_t> take_slot();
+  /// Zeroes the header of a slot whose block did not verify, then frees it.
+  void invalidate(std::uint32_t slot);
+  /// The first ENOSPC: the tier stops taking slots that never held a block.
+  void note_disk_full();
   /// Hands the operation to the I/O queue, or to the backlog when it is full.
   void issue(std::uint64_t tag);
   /// Moves backlogged operations into the queue while it has room (reads first).
   void pump();
   void finish(const IoQueue::Completion& real, LowerTierProgress& progress);
   /// The result an injected fault turns `result` into.
-  std::int64_t faulted(Phase phase, std::int64_t result);
+  std::int64_t faulted(Phase phase, const Slot& slot, std::int64_t result);
 
   struct AlignedFree {
     void operator()(std::byte* p) const noexcept;
   };
 
+  std::optional<TierKey> key_;
+  const TierKey* key() const noexcept { return key_ ? &*key_ : nullptr; }
+  std::optional<TierDirectory> directory_;
   DirectFile file_;
   SlotGeometry geometry_;
   std::uint64_t fingerprint_;
+  std::uint32_t capacity_;
   IoQueue queue_;
   SlotScan recovered_;
-  std::vector<Slot> slots_;
+  std::vector<Slot> slots_;  // the slots used so far: grows up to capacity_
+  std::unordered_map<std::uint32_t, g1::TieredBlock> blocks_;  // of Writing and Resident slots
   std::vector<std::uint32_t> free_;
   std::list<std::uint32_t> lru_;  // evictable resident slots, least recently used first
   std::unordered_map<PositionalLineageHash, std::uint32_t> index_;
   std::unique_ptr<std::byte[], AlignedFree> buffers_;  // one slot's bytes per operation in flight or backlogged
+  std::unique_ptr<std::byte[], AlignedFree> zeroed_header_;  // what an invalidation writes
   std::vector<std::uint32_t> free_buffers_;
   std::size_t read_reserve_ = 1;                             // buffers a write leaves for reads
   std::unordered_map<std::uint64_t, Operation> operations_;  // by tag
@@ -173,6 +221,8 @@ class DiskStore final : public LowerTier {
   std::uint64_t next_read_ = 1;
   std::uint64_t next_generation_ = 1;
   LowerTierStats stats_;
+  bool disk_full_ = false;
+  std::size_t parked_ = 0;
   DiskFaults faults_;  // counted down as operations complete
   BusyClock write_clock_;
   BusyClock read_clock_;

@@ -1,8 +1,10 @@
 #pragma once
 // Commands by key over one Redis node or a Redis Cluster: the cluster's slot
 // map (CLUSTER SLOTS), each key to the node owning its hash slot, one
-// pipeline per node per call, a MOVED reply followed once. hiredis 0.14 (the
-// Debian client) speaks to one node only; this is the routing on top.
+// pipeline per node per call, a MOVED reply followed once (the map is asked
+// for again), an ASK reply followed once (ASKING first; the map stays), the
+// whole call under one deadline. hiredis 0.14 (the Debian client) speaks to
+// one node only; this is the routing on top.
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -28,33 +30,37 @@ struct RedisClusterConfig {
   std::vector<RedisEndpoint> seeds;
   /// Every node's credentials (a cluster shares its users).
   RedisAuth auth{};
-  std::chrono::milliseconds timeout{250};
-  std::chrono::milliseconds retry_after{1000};
+  RedisNodeLimits limits{};
 };
 
 class RedisCluster {
  public:
   explicit RedisCluster(RedisClusterConfig config);
 
+  using Clock = RedisNode::Clock;
   /// Runs each command (its key is args[1]) on the node owning the key's
-  /// slot: one pipeline per node. A null reply: the node did not answer, or
-  /// no node is known for the slot (no seed reachable).
-  std::vector<RedisReplyPtr> run(std::span<const RedisCommand> commands);
+  /// slot: one pipeline per node, all by `deadline`. A null reply: the node
+  /// did not answer (in time), or no node is known for the slot (no seed reachable).
+  std::vector<RedisReplyPtr> run(std::span<const RedisCommand> commands,
+                                 Clock::time_point deadline = Clock::time_point::max());
   /// True once a seed answered CLUSTER SLOTS with a cluster's map.
   bool clustered() const noexcept { return clustered_; }
   /// Nodes known (seeds and the cluster's masters).
   std::size_t node_count() const noexcept { return nodes_.size(); }
   /// Why the last node that failed did ("" when none has).
   const std::string& last_error() const noexcept { return last_error_; }
-  /// MOVED replies followed.
+  /// MOVED and ASK replies followed.
   std::uint64_t redirections() const noexcept { return redirections_; }
 
  private:
   std::size_t node_index(const RedisEndpoint& endpoint);
   /// Asks the seeds (then every known node) for the slot map; true when one answered.
-  bool discover();
+  bool discover(Clock::time_point deadline);
   void run_on_nodes(std::span<const RedisCommand> commands, std::span<const std::size_t> which,
-                    std::vector<RedisReplyPtr>& replies);
+                    std::vector<RedisReplyPtr>& replies, Clock::time_point deadline);
+  /// Follows ASK replies: ASKING, then the command, on the node named.
+  void follow_asks(std::span<const RedisCommand> commands, std::vector<RedisReplyPtr>& replies,
+                   Clock::time_point deadline);
 
   RedisClusterConfig config_;
   std::vector<std::unique_ptr<RedisNode>> nodes_;

@@ -10,7 +10,10 @@ namespace kvtier::tiers::shared {
 struct RedisEndpoint {
   std::string host;
   std::uint16_t port = 6379;
-  std::string to_string() const { return host + ":" + std::to_string(port); }
+  /// "host:port", an IPv6 host in brackets ("[::1]:7000").
+  std::string to_string() const {
+    return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
+  }
   friend bool operator==(const RedisEndpoint&, const RedisEndpoint&) = default;
 };
 
@@ -22,13 +25,15 @@ struct RedisAuth {
   friend bool operator==(const RedisAuth&, const RedisAuth&) = default;
 };
 
-/// "redis://[[USER]:PASSWORD@]HOST[:PORT]" (the port 6379 when not given);
-/// ConfigError for another scheme, an empty host, a port outside
-/// [1, 65535], a path, database or options (kvtier uses database 0).
+/// "redis://[[USER]:PASSWORD@]HOST[:PORT]" (the port 6379 when not given; an
+/// IPv6 host in brackets, "redis://[::1]:7000"); ConfigError for another
+/// scheme, an empty host, a port outside [1, 65535], a path, database or
+/// options (kvtier uses database 0).
 RedisEndpoint parse_redis_url(std::string_view url);
 /// The URL as reports show it: a password replaced by "***".
 std::string redacted_redis_url(std::string_view url);
-/// The URL's credentials (empty when it carries none).
+/// The URL's credentials (empty when it carries none), percent-decoded as
+/// URLs encode them ("p%40ss" is "p@ss"); ConfigError for a malformed escape.
 RedisAuth parse_redis_auth(std::string_view url);
 /// The credentials of a store given by `urls`: the URLs' (every URL that
 /// carries some must carry the same; ConfigError otherwise), else those of

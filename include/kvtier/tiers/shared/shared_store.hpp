@@ -1,19 +1,25 @@
 #pragma once
 // G4's store (docs/shared-tier.md): blocks shared by many kvtier instances
 // in Redis (one node or a Redis Cluster). One value per block, never torn:
-// key = namespace : layout fingerprint : positional lineage hash; value = a
-// block record (tiers/block_record: hashes, parent, tokens, fingerprint,
-// XXH3-64 of the payload) then the page, written with one SET NX (EX ttl).
+// key = namespace : layout fingerprint [: tier key id] : positional lineage
+// hash; value = a block record (tiers/block_record: hashes, parent, tokens,
+// fingerprint, XXH3-64 of the payload and, under a tier key, the MAC of
+// header and payload) then the page, written with one SET NX (EX ttl).
 // Redis' own eviction (maxmemory + allkeys-lru) is the capacity policy.
 //   Publishing: write() copies the page into a value and queues it; a worker
 //   thread sends queued values as pipelines; a full queue refuses (counted).
 //   Lookup: one pipelined GETRANGE of the record headers per call, on the
 //   caller's thread, each header checked.
-//   Reading: the worker GETs the values, checks header and payload, and
-//   copies only verified payloads into the caller's pages.
+//   Reading: the worker reads the values (GETRANGE: never more than one
+//   value's bytes), checks header, payload and MAC, and copies only
+//   verified payloads into the caller's pages.
 // Every failure (no answer within the timeout, an error reply, a value gone,
-// garbage, another layout's) is a miss and counted; a down store says so
-// once on stderr and the instance goes on with its local tiers.
+// garbage, empty, of another type, too large, another layout's, forged) is a
+// miss and counted; what is not ours to judge (another record version) is
+// kept; a down store says so once on stderr and the instance goes on with
+// its local tiers. A lookup never takes longer than the timeout in all,
+// and a node that failed is not asked again for a back-off the process
+// shares (node_breaker.hpp).
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -28,8 +34,10 @@
 #include <vector>
 
 #include "kvtier/core/kv_layout.hpp"
+#include "kvtier/tiers/block_record.hpp"
 #include "kvtier/tiers/lower_tier.hpp"
 #include "kvtier/tiers/shared/redis_cluster.hpp"
+#include "kvtier/tiers/tier_key.hpp"
 
 namespace kvtier::tiers::shared {
 
@@ -45,10 +53,14 @@ struct SharedStoreConfig {
   std::uint32_t max_writes_in_flight = 256;
   /// Blocks being read.
   std::uint32_t max_reads_in_flight = 256;
-  /// Per connect, command and reply: nothing waits longer for a node.
+  /// A lookup's whole time, and each connect, pipeline and reply's: nothing waits longer.
   std::chrono::milliseconds timeout{250};
-  /// A node that failed is not tried again before this.
+  /// A node that failed is not tried again before this (doubling while it keeps failing).
   std::chrono::milliseconds retry_after{1000};
+  /// With a key, values carry their MAC and only values with a valid one are
+  /// served; its id is part of every key, so instances of another key (or
+  /// none) never meet these values.
+  std::optional<TierKey> key{};
 };
 
 /// What a shared store counts besides LowerTierStats.
@@ -59,17 +71,22 @@ struct SharedStoreStats {
   std::uint64_t already_present = 0;  // publishes another instance (or an earlier run) had made: SET NX refused
   std::uint64_t values_missing = 0;   // a read found no value (Redis evicted it, a shard restarted empty)
   std::uint64_t other_layout = 0;     // values of another layout fingerprint (never served)
+  std::uint64_t other_version = 0;    // values of another record format version: kept, never served
+  std::uint64_t oversized = 0;        // values longer than a block's (refused unread, deleted)
   std::uint64_t values_deleted = 0;   // values that did not check and were removed so they can be published again
+  std::uint64_t answered = 0;         // commands the store answered (not an error): 0 means it never served
   std::uint64_t errors = 0;           // commands without an answer or with an error reply
   std::uint64_t redirections = 0;     // MOVED replies followed
   bool degraded = false;              // the last command to the store failed
+  bool read_only = false;             // the store refused our writes (NOPERM): this instance only reads
 };
 
 class SharedStore final : public LowerTier {
  public:
   /// Starts the worker; connections are made on first use (a store that is
   /// down at start is a miss, not an error). ConfigError: no endpoint, a
-  /// zero in-flight bound or timeout, an empty namespace.
+  /// zero in-flight bound or timeout, an empty namespace or one with a hash
+  /// tag ('{' or '}': every block would land on one shard).
   SharedStore(SharedStoreConfig config, const KvLayout& layout);
   /// Finishes what was queued (each command bounded by the timeout), then stops the worker.
   ~SharedStore() override;
@@ -130,12 +147,17 @@ class SharedStore final : public LowerTier {
   void note_failure(std::string_view what);
   /// Removes values that did not check, so the block can be published again.
   void delete_values(RedisCluster& cluster, const std::vector<std::string>& keys);
+  /// What a value (or a header of one) says: Ok, or why it is refused.
+  RecordCheck check_value(const redisReply* reply, const PositionalLineageHash& plh, bool whole,
+                          BlockRecordMeta& meta) const;
+  const TierKey* key() const noexcept { return config_.key ? &*config_.key : nullptr; }
   /// Under mutex_, on the worker: adds the MOVED replies it followed since the last call.
   void count_worker_redirections();
 
   SharedStoreConfig config_;
   std::size_t page_bytes_;
   std::size_t header_bytes_;  // a record header of a full block's tokens
+  std::size_t max_value_bytes_;  // the largest value a block has: header and page
   std::uint64_t fingerprint_;
   std::string key_prefix_;
   // The caller's thread (lookups) and the worker each have their connections.
