@@ -5,12 +5,14 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "kvtier/core/kv_layout.hpp"
 #include "kvtier/memory/kv_pool.hpp"
 #include "kvtier/memory/runtime_factory.hpp"
 #include "kvtier/session/disk_tier_factory.hpp"
+#include "kvtier/tiers/tier_key.hpp"
 
 namespace kvtier::cli {
 namespace {
@@ -25,8 +27,9 @@ struct InfoOptions {
   std::uint32_t block_size = 16;
   std::uint32_t capacity = 16384;
   std::uint32_t host_blocks = 0;  // > 0: allocate a G2 slab of this many pages and time it
-  std::string disk_path;          // non-empty: open the G3 tier there (as a session would) and describe it
-  std::uint32_t disk_blocks = 0;
+  std::string disk_path;          // non-empty: read the G3 tier there (nothing is changed) and describe it
+  std::uint32_t disk_blocks = 0;  // > 0: also how many blocks a tier of this capacity would drop
+  std::string tier_key_file;      // the key its records are checked against (default: KVTIER_TIER_KEY_FILE)
   bool json = false;
 };
 
@@ -73,19 +76,31 @@ nlohmann::json describe(const InfoOptions& options) {
   }
   out["disk_tier_compiled"] = session::disk_tier_available();
   if (!options.disk_path.empty()) {
-    // Opened as a session opens it: the directory made, the blocks there recovered, nothing written.
-    const auto disk =
-        session::open_disk_tier(session::DiskTierSettings{.path = options.disk_path, .blocks = options.disk_blocks},
-                                KvLayout(geometry, PageLayout::PageMajor, 1));
-    const session::DiskTierFacts facts = session::disk_tier_facts(*disk);
+    // Read, never changed: no directory is made, no file created, sized, locked or written.
+    std::optional<tiers::TierKey> key;
+    if (!options.tier_key_file.empty()) {
+      key = tiers::TierKey::from_file(options.tier_key_file);
+    } else if (const auto file = tiers::tier_key_file_from_environment()) {
+      key = tiers::TierKey::from_file(*file);
+    }
+    const session::DiskTierInspection seen = session::inspect_disk_tier(
+        options.disk_path, KvLayout(geometry, PageLayout::PageMajor, 1),
+        options.disk_blocks > 0 ? std::optional<std::uint32_t>(options.disk_blocks) : std::nullopt,
+        key ? &*key : nullptr);
     out["disk_tier"] = {{"path", options.disk_path},
-                        {"file", (std::filesystem::path(options.disk_path) / session::kDiskTierFile).string()},
-                        {"blocks", disk->capacity()},
-                        {"slot_bytes", facts.slot_bytes},
-                        {"file_bytes", facts.file_bytes},
-                        {"resident_blocks", disk->used()},
-                        {"queue_depth", session::DiskTierSettings{}.queue_depth},
-                        {"direct_io", facts.direct_io}};
+                        {"file", seen.file.string()},
+                        {"exists", seen.exists},
+                        {"state", seen.state},
+                        {"file_bytes", seen.file_bytes},
+                        {"slot_bytes", seen.slot_bytes},
+                        {"slots", seen.slots},
+                        {"resident_blocks", seen.blocks},
+                        {"torn_slots", seen.torn},
+                        {"superseded_slots", seen.superseded},
+                        {"other_layout_records", seen.other_layout},
+                        {"unauthenticated_records", seen.unauthenticated},
+                        {"blocks", options.disk_blocks},
+                        {"would_drop", seen.would_drop}};
   }
   if (runtime->kind() == memory::RuntimeKind::Cuda) {
     out["device"]["compute_capability"] =
@@ -123,12 +138,23 @@ void print_text(const nlohmann::json& info) {
   }
   if (info.contains("disk_tier")) {
     const auto& disk = info["disk_tier"];
-    std::cout << "G3 tier:  " << disk["blocks"] << " blocks of " << disk["slot_bytes"]
-              << " bytes = " << gib(disk["file_bytes"].get<std::size_t>()) << " GiB at most in "
-              << disk["file"].get<std::string>() << ", " << disk["resident_blocks"] << " held now, queue depth "
-              << disk["queue_depth"] << ", "
-              << (disk["direct_io"].get<bool>() ? "O_DIRECT" : "buffered I/O (the file system refuses O_DIRECT)")
-              << "\n";
+    std::cout << "G3 tier:  " << disk["file"].get<std::string>() << ": ";
+    if (!disk["exists"].get<bool>()) {
+      std::cout << "none there\n";
+    } else if (disk["state"] != "ok") {
+      std::cout << disk["state"].get<std::string>() << " (" << disk["file_bytes"]
+                << " bytes); a session would refuse it\n";
+    } else {
+      std::cout << disk["resident_blocks"] << " blocks in " << disk["slots"] << " slots of " << disk["slot_bytes"]
+                << " bytes (" << gib(disk["file_bytes"].get<std::size_t>()) << " GiB), " << disk["torn_slots"]
+                << " torn, " << disk["superseded_slots"] << " superseded, " << disk["unauthenticated_records"]
+                << " unauthenticated";
+      if (disk["blocks"].get<std::uint32_t>() > 0) {
+        std::cout << "; opened with " << disk["blocks"] << " blocks it would drop the " << disk["would_drop"]
+                  << " oldest";
+      }
+      std::cout << "\n";
+    }
   }
 }
 
@@ -148,8 +174,11 @@ void add_info_command(CLI::App& app, int& exit_code) {
   info->add_option("--host-blocks", options->host_blocks, "G2 pages to allocate (pinned) and time; 0 = none")
       ->capture_default_str();
   auto* disk_path = info->add_option("--disk-path", options->disk_path,
-                                     "open the G3 disk tier in this directory and describe it (blocks it holds)");
-  info->add_option("--disk-blocks", options->disk_blocks, "G3 capacity in blocks")->needs(disk_path);
+                                     "describe the G3 disk tier in this directory (read only: nothing is changed)");
+  info->add_option("--disk-blocks", options->disk_blocks, "a G3 capacity: how many blocks it would drop")
+      ->needs(disk_path);
+  info->add_option("--tier-key-file", options->tier_key_file, "the tier key its records were written with")
+      ->needs(disk_path);
   info->add_flag("--json", options->json, "print one JSON object");
   info->callback([options, &exit_code] {
     try {

@@ -21,6 +21,7 @@
 #include "kvtier/tiers/shared/redis_url.hpp"
 #include "metrics_options.hpp"
 #include "option_checks.hpp"
+#include "replay_report.hpp"
 #include "result_table.hpp"
 
 namespace kvtier::cli {
@@ -48,6 +49,8 @@ struct ReplayOptions {
   std::uint32_t shared_ttl = 0;
   std::uint32_t shared_in_flight = session::SharedTierSettings{}.max_in_flight;
   std::uint32_t shared_timeout_ms = session::SharedTierSettings{}.timeout_ms;
+  bool shared_tolerate_down = false;  // a store that never answered is not an error
+  std::string tier_key_file;          // empty: KVTIER_TIER_KEY_FILE, else none
   std::uint32_t instances = 1;
   std::string route = "round_robin";
   std::uint32_t block_size = kSession.manager.block_size;
@@ -103,174 +106,6 @@ class ProgressBar {
   bool drawn_ = false;
   std::chrono::steady_clock::time_point last_{};
 };
-
-nlohmann::ordered_json report_json(const replay::ReplayReport& r, const replay::ReplayConfig& config,
-                                   const std::string& workload, const std::string& runtime) {
-  nlohmann::ordered_json out;
-  out["workload"] = workload;
-  out["runtime"] = runtime;
-  out["backend"] = g1::backend_name(config.session.manager.backend);
-  out["capacity"] = config.session.manager.capacity;
-  out["host_blocks"] = config.session.host_blocks;
-  out["disk_path"] = config.session.disk ? nlohmann::ordered_json(config.session.disk->path.string())
-                                         : nlohmann::ordered_json(nullptr);
-  out["disk_blocks"] = config.session.disk ? config.session.disk->blocks : 0;
-  std::string shared_urls;  // as --shared-tier takes them: comma-separated
-  if (config.session.shared) {
-    for (const std::string& url : config.session.shared->urls) {
-      if (!shared_urls.empty()) shared_urls += ',';
-      shared_urls += tiers::shared::redacted_redis_url(url);
-    }
-  }
-  out["shared_tier"] = config.session.shared ? nlohmann::ordered_json(shared_urls) : nlohmann::ordered_json(nullptr);
-  out["instances"] = config.instances;
-  out["route"] = config.route == replay::RouteMode::RoundRobin ? "round_robin" : "hash";
-  out["block_size"] = config.session.manager.block_size;
-  out["requests"] = r.requests;
-  out["prompt_tokens"] = r.prompt_tokens;
-  out["generated_tokens"] = r.generated_tokens;
-  out["steps"] = r.steps;
-  out["prompt_blocks"] = r.prompt_blocks;
-  out["g1_hit_blocks"] = r.g1_hit_blocks;
-  out["g2_hit_blocks"] = r.g2_hit_blocks;
-  out["g1_hit_rate"] = r.g1_hit_rate();
-  out["g2_hit_rate"] = r.g2_hit_rate();
-  out["g3_hit_blocks"] = r.g3_hit_blocks;
-  out["g3_hit_rate"] = r.g3_hit_rate();
-  out["g4_hit_blocks"] = r.g4_hit_blocks;
-  out["g4_hit_rate"] = r.g4_hit_rate();
-  out["hit_rate"] = r.hit_rate();
-  out["preemptions"] = r.preemptions;
-  out["evictions"] = r.evictions;
-  out["swap_outs"] = r.swap_outs;
-  out["swap_ins"] = r.swap_ins;
-  out["swap_out_bytes"] = r.swap_out_bytes;
-  out["swap_in_bytes"] = r.swap_in_bytes;
-  out["swap_out_GBps"] = r.swap_out_gbps;
-  out["swap_in_GBps"] = r.swap_in_gbps;
-  out["failed_copies"] = r.failed_copies;
-  out["g3_recovered_blocks"] = r.g3_recovered_blocks;
-  out["g3_blocks_written"] = r.g3_blocks_written;
-  out["g3_blocks_read"] = r.g3_blocks_read;
-  out["g3_bytes_written"] = r.g3_bytes_written;
-  out["g3_bytes_read"] = r.g3_bytes_read;
-  out["g3_write_GBps"] = r.g3_write_gbps;
-  out["g3_read_GBps"] = r.g3_read_gbps;
-  out["g3_checksum_failures"] = r.g3_checksum_failures;
-  out["g3_io_failures"] = r.g3_io_failures;
-  out["g3_demotions_refused"] = r.g3_demotions_refused;
-  out["g4_blocks_published"] = r.g4_blocks_published;
-  out["g4_already_present"] = r.g4_already_present;
-  out["g4_publishes_refused"] = r.g4_publishes_refused;
-  out["g4_blocks_fetched"] = r.g4_blocks_fetched;
-  out["g4_bytes_fetched"] = r.g4_bytes_fetched;
-  out["g4_fetch_GBps"] = r.g4_fetch_gbps;
-  out["g4_lookups"] = r.g4_lookups;
-  out["g4_values_missing"] = r.g4_values_missing;
-  out["g4_checksum_failures"] = r.g4_checksum_failures;
-  out["g4_errors"] = r.g4_errors;
-  out["allocator_ops"] = r.allocator_ops;
-  out["kv_tokens_written"] = r.kv_tokens_written;
-  out["kv_bytes_written"] = r.kv_bytes_written;
-  out["pages_verified"] = r.pages_verified;
-  out["mismatches"] = r.mismatches;
-  out["attention_checks"] = r.attention_checks;
-  out["attention_sequences"] = r.attention_sequences;
-  out["attention_mismatches"] = r.attention_mismatches;
-  out["first_bad_page"] =
-      r.first_bad_page ? nlohmann::ordered_json(*r.first_bad_page) : nlohmann::ordered_json(nullptr);
-  out["virtual_ms"] = r.virtual_ms;
-  out["wall_seconds"] = r.wall_seconds;
-  return out;
-}
-
-/// The G3 lines of the report; empty without a disk tier.
-std::string disk_lines(const nlohmann::ordered_json& j) {
-  if (j["disk_blocks"].get<std::uint32_t>() == 0) return "";
-  std::ostringstream out;
-  out << "G3 disk:       " << j["g3_recovered_blocks"] << " blocks found at start, " << j["g3_blocks_written"]
-      << " written (" << j["g3_bytes_written"] << " bytes, " << j["g3_write_GBps"].get<double>() << " GB/s), "
-      << j["g3_blocks_read"] << " read and verified (" << j["g3_bytes_read"] << " bytes, "
-      << j["g3_read_GBps"].get<double>() << " GB/s)\n"
-      << "G3 faults:     " << j["g3_checksum_failures"] << " checksum failures, " << j["g3_io_failures"]
-      << " I/O failures, " << j["g3_demotions_refused"] << " demotions refused for room\n";
-  return out.str();
-}
-
-/// The G4 lines of the report; empty without a shared tier.
-std::string shared_lines(const nlohmann::ordered_json& j) {
-  if (j["shared_tier"].is_null()) return "";
-  std::ostringstream out;
-  out << "G4 shared:     " << j["g4_blocks_published"] << " blocks published (" << j["g4_already_present"]
-      << " there already, " << j["g4_publishes_refused"] << " refused for room), " << j["g4_blocks_fetched"]
-      << " fetched and verified (" << j["g4_bytes_fetched"] << " bytes, " << j["g4_fetch_GBps"].get<double>()
-      << " GB/s) in " << j["g4_lookups"] << " lookups\n"
-      << "G4 faults:     " << j["g4_checksum_failures"] << " checksum failures, " << j["g4_values_missing"]
-      << " values gone, " << j["g4_errors"] << " errors\n";
-  return out.str();
-}
-
-/// One line per instance of `--instances N`.
-std::string instance_lines(const nlohmann::ordered_json& j) {
-  if (!j.contains("per_instance")) return "";
-  std::ostringstream out;
-  std::size_t i = 0;
-  for (const auto& r : j["per_instance"]) {
-    out << "instance " << i++ << ":    " << r["requests"] << " requests, hit rate "
-        << 100.0 * r["hit_rate"].get<double>() << "% (G1 " << r["g1_hit_blocks"] << ", G2 " << r["g2_hit_blocks"]
-        << ", G4 " << r["g4_hit_blocks"] << " of " << r["prompt_blocks"] << "), " << r["g4_blocks_published"]
-        << " published, " << r["mismatches"] << " mismatches, " << r["attention_mismatches"]
-        << " attention mismatches\n";
-  }
-  return out.str();
-}
-
-void print_report(const nlohmann::ordered_json& j) {
-  const double wall = j["wall_seconds"].get<double>();
-  const auto per_second = [&](double n) { return wall > 0 ? n / wall : 0.0; };
-  std::cout << "kvtier replay: " << j["workload"].get<std::string>() << " on " << j["runtime"].get<std::string>()
-            << ", " << j["backend"].get<std::string>() << " backend, " << j["capacity"] << " G1 pages"
-            << (j["host_blocks"].get<std::uint32_t>() > 0 ? ", " + j["host_blocks"].dump() + " G2 pages" : "")
-            << (j["disk_blocks"].get<std::uint32_t>() > 0
-                    ? ", " + j["disk_blocks"].dump() + " G3 blocks in " + j["disk_path"].get<std::string>()
-                    : "")
-            << (j["shared_tier"].is_null() ? "" : ", G4 shared at " + j["shared_tier"].get<std::string>())
-            << (j["instances"].get<std::uint32_t>() > 1
-                    ? "; " + j["instances"].dump() + " instances, route " + j["route"].get<std::string>()
-                    : "")
-            << "\n"
-            << "requests:      " << j["requests"] << " (" << j["prompt_tokens"] << " prompt tokens, "
-            << j["generated_tokens"] << " generated) in " << j["steps"] << " steps, "
-            << j["virtual_ms"].get<double>() / 1000.0 << " s of virtual time\n"
-            << "prefix hits:   G1 " << j["g1_hit_blocks"] << " of " << j["prompt_blocks"] << " prompt blocks ("
-            << 100.0 * j["g1_hit_rate"].get<double>() << "%), G2 " << j["g2_hit_blocks"] << " ("
-            << 100.0 * j["g2_hit_rate"].get<double>() << "%)"
-            << (j["disk_blocks"].get<std::uint32_t>() > 0
-                    ? ", G3 " + j["g3_hit_blocks"].dump() + " (" +
-                          std::to_string(100.0 * j["g3_hit_rate"].get<double>()) + "%)"
-                    : "")
-            << (j["shared_tier"].is_null() ? ""
-                                           : ", G4 " + j["g4_hit_blocks"].dump() + " (" +
-                                                 std::to_string(100.0 * j["g4_hit_rate"].get<double>()) + "%)")
-            << "; in all " << 100.0 * j["hit_rate"].get<double>() << "%\n"
-            << "G1:            " << j["evictions"] << " evictions, " << j["preemptions"] << " preemptions\n"
-            << "offload:       " << j["swap_outs"] << " blocks out (" << j["swap_out_bytes"] << " bytes), "
-            << j["swap_ins"] << " back in (" << j["swap_in_bytes"] << " bytes), " << j["failed_copies"]
-            << " failed copies; achieved " << j["swap_out_GBps"].get<double>() << " GB/s out, "
-            << j["swap_in_GBps"].get<double>() << " GB/s in (floors: copy ends are seen at polls)\n"
-            << disk_lines(j) << shared_lines(j) << instance_lines(j) << "K/V writes:    " << j["kv_tokens_written"]
-            << " tokens through write_kv (" << j["kv_bytes_written"] << " bytes)\n"
-            << "allocator:     " << j["allocator_ops"] << " operations, "
-            << per_second(j["allocator_ops"].get<double>())
-            << " per second of wall time (page writes and checks included)\n"
-            << "integrity:     " << j["pages_verified"] << " reused pages verified, " << j["mismatches"]
-            << " mismatches" << (j["first_bad_page"].is_null() ? "" : ", first bad page " + j["first_bad_page"].dump())
-            << "\n"
-            << "attention:     " << j["attention_sequences"] << " sequences in " << j["attention_checks"]
-            << " decode steps of paged attention through device block tables, " << j["attention_mismatches"]
-            << " mismatches\n"
-            << "wall time:     " << wall << " s\n";
-}
 
 /// What feeds one instance's metrics: its counts, with its publisher's event
 /// totals when it publishes.
@@ -350,6 +185,7 @@ int run(const ReplayOptions& o) {
                                                         .max_in_flight = o.shared_in_flight,
                                                         .timeout_ms = o.shared_timeout_ms};
   }
+  if (!o.tier_key_file.empty()) config.session.tier_key_file = o.tier_key_file;
   config.instances = o.instances;
   config.route = replay::parse_route_mode(o.route);
   config.max_running = o.max_running;
@@ -443,7 +279,13 @@ int run(const ReplayOptions& o) {
     write_csv(o.csv, rows);
   }
   if (metrics) metrics->finish();
-  return report.mismatches + report.attention_mismatches == 0 ? 0 : 1;
+  if (report.mismatches + report.attention_mismatches > 0) return 1;
+  if (config.session.shared && report.g4_errors > 0 && report.g4_answered == 0 && !o.shared_tolerate_down) {
+    std::cerr << "kvtier replay: the shared tier never answered (" << report.g4_errors
+              << " commands failed): the run went on without it; --shared-tolerate-down makes that exit 0\n";
+    return 3;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -480,8 +322,16 @@ void add_replay_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--shared-in-flight", o->shared_in_flight, "G4 publishes queued at most (beyond: not published)")
       ->capture_default_str();
-  cmd->add_option("--shared-timeout-ms", o->shared_timeout_ms, "G4: the longest wait for a connect, command or reply")
+  cmd->add_option("--shared-timeout-ms", o->shared_timeout_ms,
+                  "G4: the longest wait for a lookup, connect or reply (a node that fails is then left alone for a "
+                  "back-off: 1 s, doubling to 30 s)")
       ->capture_default_str();
+  cmd->add_flag("--shared-tolerate-down", o->shared_tolerate_down,
+                "exit 0 even when the G4 store never answered (otherwise exit status 3)");
+  cmd->add_option("--tier-key-file", o->tier_key_file,
+                  "a secret (32+ bytes, mode 600) shared by trusting instances: G3/G4 records carry its HMAC and only "
+                  "records with a valid one are served (default: KVTIER_TIER_KEY_FILE)")
+      ->check(non_empty());
   cmd->add_option("--instances", o->instances, "kvtier instances in this process, sharing the G4 store")
       ->capture_default_str();
   cmd->add_option("--route", o->route, "how requests go to instances: round_robin | hash")->capture_default_str();

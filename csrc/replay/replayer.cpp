@@ -13,6 +13,7 @@
 #include "kvtier/replay/attention_check.hpp"
 #include "kvtier/replay/token_kv_writer.hpp"
 #include "kvtier/session/session.hpp"
+#include "kvtier/session/disk_tier_factory.hpp"
 #include "kvtier/session/shared_tier_factory.hpp"
 
 namespace kvtier::replay {
@@ -145,6 +146,16 @@ class Replay {
     report_.g3_checksum_failures = io.checksum_failures;
     report_.g3_io_failures = io.read_failures + io.write_failures;
     report_.g3_demotions_refused = engine_->lower_usage(StorageTier::Disk).demotions_refused;
+    report_.g3_authentication_failures = io.authentication_failures;
+    for (const auto& [name, value] : session::disk_tier_recovery(disk)) {
+      const std::string_view field(name);
+      if (field == "disk_slots_torn") report_.g3_slots_torn = value;
+      if (field == "disk_slots_superseded") report_.g3_slots_superseded = value;
+      if (field == "disk_slots_unauthenticated") report_.g3_slots_unauthenticated = value;
+      if (field == "disk_dropped_on_shrink") report_.g3_dropped_on_shrink = value;
+      if (field == "disk_discarded_by_reformat") report_.g3_discarded_by_reformat = value;
+      if (field == "disk_parked_slots") report_.g3_parked_slots = value;
+    }
   }
 
   void read_shared(const tiers::LowerTier& shared) {
@@ -155,12 +166,17 @@ class Replay {
     report_.g4_bytes_fetched = io.bytes_read;
     report_.g4_fetch_gbps = io.read_busy_s > 0.0 ? static_cast<double>(io.bytes_read) / io.read_busy_s / 1e9 : 0.0;
     report_.g4_checksum_failures = io.checksum_failures;
+    report_.g4_authentication_failures = io.authentication_failures;
     for (const auto& [name, value] : session::shared_tier_counters(shared)) {
       const std::string_view field(name);
       if (field == "shared_already_present") report_.g4_already_present = value;
       if (field == "shared_lookups") report_.g4_lookups = value;
       if (field == "shared_values_missing") report_.g4_values_missing = value;
       if (field == "shared_errors") report_.g4_errors = value;
+      if (field == "shared_other_version") report_.g4_other_version = value;
+      if (field == "shared_oversized") report_.g4_oversized = value;
+      if (field == "shared_answered") report_.g4_answered = value;
+      if (field == "shared_read_only") report_.g4_read_only = value;
     }
   }
 
@@ -513,6 +529,8 @@ std::vector<ReplayReport> replay_instances(memory::Runtime& runtime, const Repla
     each.progress = nullptr;
     each.instance_outputs.clear();
     each.session.manager.dp_rank += static_cast<std::uint32_t>(i);  // a data-parallel rank each, as vLLM's DP engines
+    // A disk tier is one process's file: each instance keeps its own, in a directory of its own.
+    if (each.session.disk) each.session.disk->path /= "instance-" + std::to_string(i);
     if (!config.instance_outputs.empty()) {
       const ReplayConfig::InstanceOutputs& own = config.instance_outputs[i];
       each.session.event_sinks.insert(each.session.event_sinks.end(), own.event_sinks.begin(), own.event_sinks.end());

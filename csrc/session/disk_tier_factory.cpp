@@ -17,13 +17,16 @@ bool disk_tier_available() noexcept { return KVTIER_WITH_URING != 0; }
 
 std::vector<std::pair<const char*, std::uint64_t>> disk_tier_counters(const tiers::LowerTier& tier) {
   const tiers::LowerTierStats io = tier.stats();
-  return {{"disk_used", tier.used()},
-          {"disk_capacity", tier.capacity()},
-          {"disk_blocks_written", io.blocks_written},
-          {"disk_blocks_read", io.blocks_read},
-          {"disk_checksum_failures", io.checksum_failures},
-          {"disk_authentication_failures", io.authentication_failures},
-          {"disk_io_failures", io.read_failures + io.write_failures}};
+  std::vector<std::pair<const char*, std::uint64_t>> counters{
+      {"disk_used", tier.used()},
+      {"disk_capacity", tier.capacity()},
+      {"disk_blocks_written", io.blocks_written},
+      {"disk_blocks_read", io.blocks_read},
+      {"disk_checksum_failures", io.checksum_failures},
+      {"disk_authentication_failures", io.authentication_failures},
+      {"disk_io_failures", io.read_failures + io.write_failures}};
+  for (const auto& fact : disk_tier_recovery(tier)) counters.push_back(fact);
+  return counters;
 }
 
 #if KVTIER_WITH_URING
@@ -97,6 +100,18 @@ DiskTierInspection inspect_disk_tier(const std::filesystem::path& directory, con
   return out;
 }
 
+std::vector<std::pair<const char*, std::uint64_t>> disk_tier_recovery(const tiers::LowerTier& tier) {
+  const auto* store = dynamic_cast<const tiers::disk::DiskStore*>(&tier);
+  if (store == nullptr) return {};
+  const tiers::disk::SlotScan& found = store->recovered();
+  return {{"disk_slots_torn", found.corrupt},
+          {"disk_slots_superseded", found.superseded},
+          {"disk_slots_unauthenticated", found.unauthenticated},
+          {"disk_dropped_on_shrink", found.dropped_on_shrink},
+          {"disk_discarded_by_reformat", found.discarded},
+          {"disk_parked_slots", store->parked_slots()}};
+}
+
 DiskTierFacts disk_tier_facts(const tiers::LowerTier& tier) noexcept {
   const auto* store = dynamic_cast<const tiers::disk::DiskStore*>(&tier);
   if (store == nullptr) return {};
@@ -117,6 +132,8 @@ DiskTierInspection inspect_disk_tier(const std::filesystem::path&, const KvLayou
 }
 
 DiskTierFacts disk_tier_facts(const tiers::LowerTier&) noexcept { return {}; }
+
+std::vector<std::pair<const char*, std::uint64_t>> disk_tier_recovery(const tiers::LowerTier&) { return {}; }
 
 #endif
 

@@ -171,20 +171,19 @@ TEST_P(DiskTierSession, ANewSessionOnTheSameDirectoryServesWhatTheLastOneDemoted
 }
 
 TEST_P(DiskTierSession, AByteFlippedInTheFileIsNeverServed) {
-  std::uint64_t slot_bytes = 0, header_bytes = 0;
+  SlotGeometry geometry;
   std::size_t used = 0;
   {
     session::Session first(config());
     push_a_to_disk(first);
-    slot_bytes = store(first).geometry().slot_bytes;
-    header_bytes = store(first).geometry().header_bytes;
+    geometry = store(first).geometry();
     used = first.engine()->lower_tier()->used();
   }
   {  // every slot's payload damaged between runs
     const int fd = ::open((dir_ / session::kDiskTierFile).c_str(), O_RDWR);
     ASSERT_GE(fd, 0);
     for (std::size_t slot = 0; slot < used; ++slot) {
-      const auto offset = static_cast<off_t>(slot * slot_bytes + header_bytes + 5);
+      const auto offset = static_cast<off_t>(geometry.offset(static_cast<std::uint32_t>(slot)) + geometry.header_bytes + 5);
       char byte = 0;
       ASSERT_EQ(::pread(fd, &byte, 1, offset), 1);
       byte = static_cast<char>(byte ^ 0x10);
@@ -260,7 +259,8 @@ TEST_P(DiskTierSession, ATruncatedFileKeepsTheSlotsBeforeTheCut) {
     used = first.engine()->lower_tier()->used();
   }
   ASSERT_GE(used, 4U);
-  std::filesystem::resize_file(dir_ / session::kDiskTierFile, 2 * slot_bytes + 100);  // into slot 2's header
+  std::filesystem::resize_file(dir_ / session::kDiskTierFile,
+                               kTierFileHeaderBytes + 2 * slot_bytes + 100);  // into slot 2's header
   session::Session second(config());
   EXPECT_EQ(second.engine()->lower_tier()->used(), 2U);  // slots 0 and 1
   EXPECT_EQ(store(second).recovered().resident.size(), 2U);
@@ -283,7 +283,9 @@ TEST_P(DiskTierSession, BadSettingsAreRefusedWithNothingKept) {
     EXPECT_THROW(session::Session{config()}, ConfigError);
   }
   c = config();
-  c.geometry.head_dim = 16;  // another layout's blocks on the directory
+  c.geometry.head_dim = 16;  // another layout's tier on the directory: refused, taken only when asked
+  EXPECT_THROW(session::Session{c}, ConfigError);
+  c.disk->reformat = true;
   {
     session::Session other(c);
     push_a_to_disk(other);

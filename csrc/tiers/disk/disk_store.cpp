@@ -109,22 +109,28 @@ void DiskStore::free_slot(std::uint32_t slot) {
   const bool backed = s.backed;
   s = Slot{};
   s.backed = backed;
-  if (disk_full_ && !backed) {
-    ++parked_;  // the file system has no room for it: not written again in this session
-    return;
-  }
-  free_.push_back(slot);
+  (disk_full_ && !backed ? parked_ : free_).push_back(slot);  // the file system has no room for a parked one
 }
 
-std::optional<std::uint32_t> DiskStore::take_slot() {
-  if (!free_.empty()) {
+std::optional<std::uint32_t> DiskStore::take_slot(bool probe) {
+  if (probe && !parked_.empty()) {
+    const std::uint32_t slot = parked_.back();
+    parked_.pop_back();
+    return slot;
+  }
+  if (!free_.empty() && !probe) {
     const std::uint32_t slot = free_.back();
     free_.pop_back();
     return slot;
   }
-  if (!disk_full_ && slots_.size() < capacity_) {
+  if ((!disk_full_ || probe) && slots_.size() < capacity_) {
     slots_.emplace_back();
     return static_cast<std::uint32_t>(slots_.size() - 1);
+  }
+  if (!free_.empty()) {
+    const std::uint32_t slot = free_.back();
+    free_.pop_back();
+    return slot;
   }
   return std::nullopt;
 }
@@ -132,15 +138,17 @@ std::optional<std::uint32_t> DiskStore::take_slot() {
 void DiskStore::note_disk_full() {
   if (disk_full_) return;
   disk_full_ = true;
-  // Free slots that never held a block would fail again: parked for this session.
-  const std::size_t before = free_.size();
-  std::erase_if(free_, [&](std::uint32_t slot) { return !slots_[slot].backed; });
-  parked_ += before - free_.size() + (capacity_ - slots_.size());
-  const auto written = std::count_if(slots_.begin(), slots_.end(), [](const Slot& s) { return s.backed; });
+  writes_while_full_ = 0;
+  // Free slots that never held a block would fail again: parked.
+  std::erase_if(free_, [&](std::uint32_t slot) {
+    if (slots_[slot].backed) return false;
+    parked_.push_back(slot);
+    return true;
+  });
   std::fprintf(stderr,
-               "kvtier: the disk tier's file system is full (ENOSPC) under %s: G3 goes on in the %zu slots it has "
-               "written (of %u), evicting to make room, until it is opened again\n",
-               file_.path().c_str(), static_cast<std::size_t>(written), capacity_);
+               "kvtier: the disk tier's file system is full (ENOSPC) under %s: G3 holds %zu blocks (of %u) and "
+               "evicts them to make room, trying a new slot every %u writes\n",
+               file_.path().c_str(), blocks_.size(), capacity_, kProbeEvery);
 }
 
 void DiskStore::invalidate(std::uint32_t slot) {
@@ -161,13 +169,18 @@ LowerTier::WriteStart DiskStore::write(const g1::TieredBlock& block, std::span<c
   KVTIER_EXPECTS(payload.size() == geometry_.payload_bytes, "a disk tier write takes one page of ",
                  geometry_.payload_bytes, " bytes, not ", payload.size());
   if (contains(block.plh)) return WriteStart::Present;
-  const bool room = !free_.empty() || (!disk_full_ && slots_.size() < capacity_) || !lru_.empty();
+  const bool unbacked_left = !parked_.empty() || slots_.size() < capacity_;
+  const bool room = !free_.empty() || !lru_.empty() || unbacked_left;
   if (free_buffers_.size() <= read_reserve_ || !room) {
     ++stats_.writes_refused;
     return WriteStart::NoRoom;
   }
+  // A full file system: now and then (or when nothing else is left) a slot
+  // that never held a block is tried again: room may have come back.
+  const bool probe = disk_full_ && unbacked_left &&
+                     ((free_.empty() && lru_.empty()) || ++writes_while_full_ % kProbeEvery == 0);
   std::uint32_t slot;
-  if (const auto taken = take_slot()) {
+  if (const auto taken = take_slot(probe)) {
     slot = *taken;
   } else {
     slot = lru_.front();
@@ -279,6 +292,12 @@ void DiskStore::finish(const IoQueue::Completion& real, LowerTierProgress& progr
       if (s.no_space) note_disk_full();
       free_slot(op.slot);  // its header region may hold anything but a valid header for other bytes
       return;
+    }
+    if (disk_full_ && !s.backed) {  // a probe succeeded: the file system has room again
+      disk_full_ = false;
+      free_.insert(free_.end(), parked_.begin(), parked_.end());
+      parked_.clear();
+      std::fprintf(stderr, "kvtier: the disk tier's file system has room again under %s\n", file_.path().c_str());
     }
     s.state = State::Resident;
     s.backed = true;

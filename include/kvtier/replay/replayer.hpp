@@ -113,6 +113,14 @@ struct ReplayReport {
   std::size_t g3_checksum_failures = 0;  // reads that did not verify: dropped, the request recomputed
   std::size_t g3_io_failures = 0;        // failed or short reads and writes
   std::size_t g3_demotions_refused = 0;  // G2 evictions G3 had no room for at that moment
+  std::size_t g3_authentication_failures = 0;  // of the checksum failures: refused by the tier key (forged, no MAC)
+  // What opening G3 found and did (issue 31, L2).
+  std::size_t g3_slots_torn = 0;             // torn or damaged headers: free again
+  std::size_t g3_slots_superseded = 0;       // older copies of a block a newer one replaced
+  std::size_t g3_slots_unauthenticated = 0;  // records without the tier key's MAC id: never served
+  std::size_t g3_dropped_on_shrink = 0;      // the oldest blocks a smaller --disk-blocks had no room for
+  std::size_t g3_discarded_by_reformat = 0;  // blocks --disk-reformat threw away
+  std::size_t g3_parked_slots = 0;           // slots left alone since the file system filled (ENOSPC)
   // The G4 shared tier (all 0 without one).
   std::size_t g4_hit_blocks = 0;         // swapped in from G4, through G2
   std::size_t g4_blocks_published = 0;   // values this instance's SET stored
@@ -125,6 +133,11 @@ struct ReplayReport {
   std::size_t g4_values_missing = 0;     // found by a lookup, gone when read (evicted, a shard restarted)
   std::size_t g4_checksum_failures = 0;  // values that did not check (garbage, another layout): misses
   std::size_t g4_errors = 0;             // commands without an answer or with an error reply
+  std::size_t g4_authentication_failures = 0;  // of the checksum failures: refused by the tier key
+  std::size_t g4_other_version = 0;            // values of another record version: kept, not served
+  std::size_t g4_oversized = 0;                // values longer than a block's: refused unread, deleted
+  std::size_t g4_answered = 0;                 // commands the store answered: 0 means it never served
+  std::size_t g4_read_only = 0;                // instances whose writes the store refused (NOPERM)
   std::size_t allocator_ops = 0;         // manager calls made by the replay
   std::size_t pages_verified = 0;
   std::size_t mismatches = 0;

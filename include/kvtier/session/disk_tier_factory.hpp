@@ -61,8 +61,15 @@ struct DiskTierInspection {
 DiskTierInspection inspect_disk_tier(const std::filesystem::path& directory, const KvLayout& g2_layout,
                                      std::optional<std::uint32_t> capacity, const tiers::TierKey* key = nullptr);
 
+/// What opening the tier found and did: torn, superseded and unauthenticated
+/// slots, blocks a smaller capacity dropped or a reformat discarded, and the
+/// slots parked since the file system filled (disk_slots_torn, ...; empty
+/// for another kind of tier).
+std::vector<std::pair<const char*, std::uint64_t>> disk_tier_recovery(const tiers::LowerTier& tier);
+
 /// The disk tier's usage and counters under the names the script's `stats`
-/// and Python's `metrics()` give them (disk_used, disk_capacity, ...).
+/// and Python's `metrics()` give them (disk_used, disk_capacity, ...,
+/// and disk_tier_recovery's).
 std::vector<std::pair<const char*, std::uint64_t>> disk_tier_counters(const tiers::LowerTier& tier);
 
 }  // namespace kvtier::session

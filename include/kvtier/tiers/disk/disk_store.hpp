@@ -17,7 +17,8 @@
 //   Resident -> pinned while reads use it; evictable (LRU) when not
 // Memory grows with the slots used, not with the capacity; a full file
 // system (ENOSPC) turns into eviction: slots that never held a block are
-// not written again until the tier is opened anew.
+// parked, and one is tried again only every kProbeEvery writes (or when
+// nothing else is left) until a write to one succeeds.
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -103,11 +104,15 @@ class DiskStore final : public LowerTier {
   /// What the file held when the store was opened.
   const SlotScan& recovered() const noexcept { return recovered_; }
   LowerTierStats stats() const override;
+  /// Writes between two tries of a parked slot while the file system is full.
+  static constexpr std::uint32_t kProbeEvery = 1024;
   /// The file system said ENOSPC: from then on the tier evicts to make room
   /// and leaves the slots that never held a block (parked) alone.
   bool disk_full() const noexcept { return disk_full_; }
-  /// Slots the tier no longer writes since the file system filled.
-  std::size_t parked_slots() const noexcept { return parked_; }
+  /// Slots the tier does not write while the file system is full.
+  std::size_t parked_slots() const noexcept {
+    return parked_.size() + (disk_full_ ? capacity_ - slots_.size() : 0);
+  }
 
   bool contains(const PositionalLineageHash& plh) const override { return index_.contains(plh); }
   std::optional<g1::TieredBlock> find(const PositionalLineageHash& plh) const override;
@@ -177,8 +182,9 @@ class DiskStore final : public LowerTier {
   void open_file(const DiskStoreConfig& config, const KvLayout& layout);
   void make_evictable(std::uint32_t slot);
   void free_slot(std::uint32_t slot);
-  /// A slot for a new write: a free one, one never used, or none.
-  std::optional<std::uint32_t> take_slot();
+  /// A slot for a new write: a free one, one never used, or none; `probe`:
+  /// a parked or never used one first (the file system may have room again).
+  std::optional<std::uint32_t> take_slot(bool probe);
   /// Zeroes the header of a slot whose block did not verify, then frees it.
   void invalidate(std::uint32_t slot);
   /// The first ENOSPC: the tier stops taking slots that never held a block.
@@ -222,7 +228,8 @@ class DiskStore final : public LowerTier {
   std::uint64_t next_generation_ = 1;
   LowerTierStats stats_;
   bool disk_full_ = false;
-  std::size_t parked_ = 0;
+  std::vector<std::uint32_t> parked_;  // free slots that never held a block, while the file system is full
+  std::uint64_t writes_while_full_ = 0;
   DiskFaults faults_;  // counted down as operations complete
   BusyClock write_clock_;
   BusyClock read_clock_;
