@@ -58,7 +58,7 @@ void add_kv_events_options(CLI::App& command, KvEventsOptions& o) {
       ->capture_default_str();
   command
       .add_option("--kv-events-linger", o.linger_s, "seconds the sockets stay up after the run (late replay requests)")
-      ->check(non_negative_seconds())
+      ->check(linger_seconds())
       ->capture_default_str();
 }
 

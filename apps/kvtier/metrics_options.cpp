@@ -26,7 +26,7 @@ void add_metrics_options(CLI::App& command, MetricsOptions& o) {
       ->capture_default_str();
   command.add_option("--metrics-file", o.file, "write the Prometheus exposition here at the end")->check(non_empty());
   command.add_option("--metrics-linger", o.linger_s, "seconds /metrics stays up after the run")
-      ->check(non_negative_seconds())
+      ->check(linger_seconds())
       ->capture_default_str();
 }
 

@@ -43,11 +43,15 @@ CLI::Validator unit_fraction() {
       "");
 }
 
-CLI::Validator non_negative_seconds() {
+CLI::Validator linger_seconds() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
+        // A day at most: 1e300 seconds overflowed the sleep's clock into no linger at all.
         const auto value = number(text);
-        return value && *value >= 0.0 ? "" : "must be a finite, non-negative number of seconds, not " + text;
+        return value && *value >= 0.0 && *value <= kMaxLingerSeconds
+                   ? ""
+                   : "must be a number of seconds in [0, " + std::to_string(static_cast<int>(kMaxLingerSeconds)) +
+                         "], not " + text;
       },
       "");
 }

@@ -12,8 +12,10 @@ void refuse_signed_unsigned_options(CLI::App& app);
 
 /// A number in (0, 1]: NaN, 0 and negatives are refused.
 CLI::Validator unit_fraction();
-/// A number of seconds: finite and not negative.
-CLI::Validator non_negative_seconds();
+/// The longest a socket lingers after a run: one day.
+inline constexpr double kMaxLingerSeconds = 86400.0;
+/// A finite number of seconds in [0, kMaxLingerSeconds].
+CLI::Validator linger_seconds();
 /// A value that, when given, is not empty (a path or an endpoint).
 CLI::Validator non_empty();
 

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -114,6 +115,7 @@ DiskPoint measure_disk(const std::filesystem::path& dir, std::size_t page_bytes,
   if (iterations == 0) throw ConfigError("the disk bench needs at least one iteration");
   std::filesystem::create_directories(dir);
   const std::filesystem::path store_file = dir / "bench-g3.slots";
+  const std::filesystem::path keyed_file = dir / "bench-g3-keyed.slots";
   const std::filesystem::path ceiling_file = dir / "bench-ceiling";
   DiskPoint point{.page_bytes = page_bytes,
                   .queue_depth = queue_depth,
@@ -121,31 +123,46 @@ DiskPoint measure_disk(const std::filesystem::path& dir, std::size_t page_bytes,
                   .iterations = iterations};
   // The ceiling's bytes round up to its 4 KiB-aligned requests.
   const std::size_t payload_bytes = (point.blocks * page_bytes + 4095) / 4096 * 4096;
-  std::vector<double> writes, reads, ceiling_writes, ceiling_reads;
+  std::vector<double> writes, reads, keyed_writes, keyed_reads, ceiling_writes, ceiling_reads;
   {
-    tiers::disk::DiskStore store(tiers::disk::DiskStoreConfig{.file = store_file,
-                                                              .slots = static_cast<std::uint32_t>(point.blocks),
-                                                              .queue_depth = queue_depth,
-                                                              .backlog = queue_depth,
-                                                              .reformat = true},
-                                 layout);
-    point.direct_io = store.direct_io();
+    const auto open = [&](const std::filesystem::path& file, std::optional<tiers::TierKey> key) {
+      return std::make_unique<tiers::disk::DiskStore>(
+          tiers::disk::DiskStoreConfig{.file = file,
+                                       .slots = static_cast<std::uint32_t>(point.blocks),
+                                       .queue_depth = queue_depth,
+                                       .backlog = queue_depth,
+                                       .reformat = true,
+                                       .key = std::move(key)},
+          layout);
+    };
+    const auto store = open(store_file, std::nullopt);
+    const std::optional<tiers::TierKey> key = detail::tier_bench_key();
+    const auto keyed = key ? open(keyed_file, key) : nullptr;
+    point.direct_io = store->direct_io();
     std::vector<std::byte> payload(page_bytes);
     for (std::size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<std::byte>(i * 131 + 7);
+    const double bytes_moved = static_cast<double>(point.blocks * page_bytes);
     for (std::size_t it = 0; it < iterations; ++it) {
-      const auto [w, r] = time_store(store, payload, it * point.blocks, point.blocks, point.verified_reads);
+      const auto [w, r] = time_store(*store, payload, it * point.blocks, point.blocks, point.verified_reads);
+      writes.push_back(detail::gbps(bytes_moved, w));
+      reads.push_back(detail::gbps(bytes_moved, r));
+      if (keyed) {
+        const auto [kw, kr] = time_store(*keyed, payload, it * point.blocks, point.blocks, point.verified_reads);
+        keyed_writes.push_back(detail::gbps(bytes_moved, kw));
+        keyed_reads.push_back(detail::gbps(bytes_moved, kr));
+      }
       const auto [cw, cr] = time_ceiling(ceiling_file, payload_bytes);
-      const auto gbps = [&](std::size_t b, double s) { return s > 0.0 ? static_cast<double>(b) / s / 1e9 : 0.0; };
-      writes.push_back(gbps(point.blocks * page_bytes, w));
-      reads.push_back(gbps(point.blocks * page_bytes, r));
-      ceiling_writes.push_back(gbps(payload_bytes, cw));
-      ceiling_reads.push_back(gbps(payload_bytes, cr));
+      ceiling_writes.push_back(detail::gbps(static_cast<double>(payload_bytes), cw));
+      ceiling_reads.push_back(detail::gbps(static_cast<double>(payload_bytes), cr));
     }
   }
   std::filesystem::remove(store_file);
+  std::filesystem::remove(keyed_file);
   std::filesystem::remove(ceiling_file);
   point.write_gbps = median(writes);
   point.read_gbps = median(reads);
+  point.keyed_write_gbps = median(keyed_writes);
+  point.keyed_read_gbps = median(keyed_reads);
   point.ceiling_write_gbps = median(ceiling_writes);
   point.ceiling_read_gbps = median(ceiling_reads);
   return point;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -152,27 +153,32 @@ SharedPoint measure_shared(const std::vector<std::string>& urls, std::size_t pag
   const tiers::shared::RedisAuth auth = tiers::shared::redis_auth_of(urls);
   tiers::shared::RedisCluster raw(tiers::shared::RedisClusterConfig{.seeds = endpoints, .auth = auth});
   SharedPoint point{.page_bytes = page_bytes, .batch = batch, .blocks = blocks, .iterations = iterations};
-  std::vector<double> put, get, ceiling_put, ceiling_get, put_ms, get_ms, ceiling_get_ms;
+  std::vector<double> put, get, keyed_put, keyed_get, ceiling_put, ceiling_get, put_ms, get_ms, ceiling_get_ms;
   const double payload_bytes = static_cast<double>(blocks * page_bytes);
+  const std::optional<tiers::TierKey> key = detail::tier_bench_key();
   for (std::size_t it = 0; it < iterations; ++it) {
     const std::string space = "kvtier-bench-" + std::to_string(::getpid()) + "-" + std::to_string(it);
-    {
+    for (const bool keyed : {false, true}) {
+      if (keyed && !key) continue;
       tiers::shared::SharedStore store(
           tiers::shared::SharedStoreConfig{.endpoints = endpoints,
                                            .auth = auth,
                                            .key_namespace = space,
                                            .max_writes_in_flight = static_cast<std::uint32_t>(batch),
-                                           .max_reads_in_flight = static_cast<std::uint32_t>(batch)},
+                                           .max_reads_in_flight = static_cast<std::uint32_t>(batch),
+                                           .key = keyed ? key : std::nullopt},
           layout);
       const StoreTimes s = time_store(store, payload, blocks, batch, point.verified_reads);
-      put.push_back(payload_bytes / s.put_s / 1e9);
-      get.push_back(payload_bytes / s.get_s / 1e9);
-      put_ms.push_back(median(s.put_batches) * 1e3);
-      get_ms.push_back(median(s.get_batches) * 1e3);
+      (keyed ? keyed_put : put).push_back(detail::gbps(payload_bytes, s.put_s));
+      (keyed ? keyed_get : get).push_back(detail::gbps(payload_bytes, s.get_s));
+      if (!keyed) {
+        put_ms.push_back(median(s.put_batches) * 1e3);
+        get_ms.push_back(median(s.get_batches) * 1e3);
+      }
       std::vector<tiers::shared::RedisCommand> cleanup;
       std::vector<std::string> keys;
       for (std::size_t i = 0; i < blocks; ++i) keys.push_back(store.key(block_of(i).plh));
-      for (const std::string& key : keys) cleanup.push_back(tiers::shared::RedisCommand{.args = {"DEL", key}});
+      for (const std::string& k : keys) cleanup.push_back(tiers::shared::RedisCommand{.args = {"DEL", k}});
       (void)raw.run(cleanup);
     }
     const CeilingTimes c = time_ceiling(raw, space + ":raw:", value, blocks, batch);
@@ -182,6 +188,8 @@ SharedPoint measure_shared(const std::vector<std::string>& urls, std::size_t pag
   }
   point.put_gbps = median(put);
   point.get_gbps = median(get);
+  point.keyed_put_gbps = median(keyed_put);
+  point.keyed_get_gbps = median(keyed_get);
   point.ceiling_put_gbps = median(ceiling_put);
   point.ceiling_get_gbps = median(ceiling_get);
   point.put_batch_ms = median(put_ms);

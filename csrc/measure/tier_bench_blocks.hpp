@@ -4,12 +4,14 @@
 // and stopwatch seconds. Private to csrc/measure.
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "kvtier/core/errors.hpp"
 #include "kvtier/core/kv_layout.hpp"
 #include "kvtier/g1/offload_tier.hpp"
+#include "kvtier/tiers/tier_key.hpp"
 
 namespace kvtier::measure::detail {
 
@@ -38,6 +40,15 @@ inline KvLayout tier_bench_layout(std::size_t page_bytes, const char* bench) {
                      .tokens_per_block = 16};
   return KvLayout(g, PageLayout::PageMajor, 1);
 }
+
+/// A tier key for the keyed half of a bench (a fixed secret: only its cost
+/// is measured); none when this build has no OpenSSL.
+inline std::optional<tiers::TierKey> tier_bench_key() {
+  if (!tiers::tier_keys_available()) return std::nullopt;
+  return tiers::TierKey::from_secret(std::vector<std::byte>(32, std::byte{0x6b}));
+}
+
+inline double gbps(double bytes, double seconds) { return seconds > 0.0 ? bytes / seconds / 1e9 : 0.0; }
 
 /// Block n: a root block at position n.
 inline g1::TieredBlock tier_bench_block(std::uint64_t n) {

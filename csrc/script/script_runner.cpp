@@ -263,6 +263,7 @@ Json ScriptRunner::State::op_init(const Fields& f) {
              f.has("shared_timeout_ms")) {
     f.fail("shared_namespace, shared_ttl, shared_in_flight and shared_timeout_ms need shared_tier");
   }
+  if (f.has("tier_key_file")) config.tier_key_file = f.string("tier_key_file");
   config.device = memory::parse_runtime_choice(f.string_or("device", "auto"));
   if (f.has("layout")) {
     const auto& layout = f.raw("layout");
@@ -290,6 +291,9 @@ Json ScriptRunner::State::op_init(const Fields& f) {
     out["disk_blocks"] = disk.capacity();
     out["disk_recovered"] = disk.used();  // blocks an earlier run left, announced as Stored events
     out["disk_direct_io"] = session::disk_tier_facts(disk).direct_io;
+  }
+  if (made->config().disk || made->config().shared) {
+    out["tier_key"] = made->config().effective_tier_key_file().has_value();
   }
   if (made->config().shared) {
     std::string shown;  // passwords never echoed

@@ -407,7 +407,8 @@ void bind_manager(nb::module_& module) {
          std::optional<std::uint32_t> offload_batch, bool verify_swaps, std::optional<std::string> disk_path,
          std::uint32_t disk_blocks, unsigned disk_queue_depth, bool disk_reformat,
          std::optional<std::vector<std::string>> shared_tier, std::string shared_namespace, std::uint32_t shared_ttl,
-         std::uint32_t shared_timeout_ms, bool prefix_caching, std::uint32_t dp_rank, std::uint64_t seed,
+         std::uint32_t shared_timeout_ms, std::optional<std::string> tier_key_file, bool prefix_caching,
+         std::uint32_t dp_rank, std::uint64_t seed,
          std::size_t max_pending_events, std::vector<nb::handle> publishers) {
         std::vector<std::shared_ptr<KvEventSink>> sinks;
         for (nb::handle publisher : publishers) {
@@ -454,6 +455,7 @@ void bind_manager(nb::module_& module) {
                                                       .ttl_seconds = shared_ttl,
                                                       .timeout_ms = shared_timeout_ms};
         }
+        if (tier_key_file) config.tier_key_file = *tier_key_file;
         new (self) PyManager(std::move(options), std::move(sinks));
       },
       // The defaults are every front door's (session::SessionConfig).
@@ -466,7 +468,7 @@ void bind_manager(nb::module_& module) {
       "disk_blocks"_a = 0, "disk_queue_depth"_a = session::DiskTierSettings{}.queue_depth, "disk_reformat"_a = false,
       "shared_tier"_a = nb::none(), "shared_namespace"_a = session::SharedTierSettings{}.key_namespace,
       "shared_ttl"_a = 0, "shared_timeout_ms"_a = session::SharedTierSettings{}.timeout_ms,
-      "prefix_caching"_a = kDefaults.manager.enable_prefix_caching, "dp_rank"_a = kDefaults.manager.dp_rank,
+      "tier_key_file"_a = nb::none(), "prefix_caching"_a = kDefaults.manager.enable_prefix_caching, "dp_rank"_a = kDefaults.manager.dp_rank,
       "seed"_a = 0, "max_pending_events"_a = ManagerOptions{}.max_pending_events,
       "publishers"_a = std::vector<nb::handle>{});
   c.def_prop_ro("backend", [](PyManager& m) { return std::string(g1::backend_name(m.manager().backend())); })

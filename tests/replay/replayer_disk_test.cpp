@@ -82,5 +82,25 @@ TEST_F(ReplayerDisk, TheSharedTraceHitsG3AndASecondProcessHitsItFromItsFirstRequ
   EXPECT_GE(second.pages_verified, second.g3_hit_blocks);
 }
 
+// Issue 31, L4: G3 with --instances failed ("in use by another kvtier
+// process": every instance opened the one file). Each instance keeps a tier
+// of its own, in DIR/instance-<i>; a second run finds each one's blocks.
+TEST_F(ReplayerDisk, SeveralInstancesKeepATierEachInTheirOwnDirectory) {
+  const auto trace = read_trace_file(KVTIER_SHARED_TRACE, 120);
+  ReplayConfig c = config(g1::G1Backend::Native, 1500, 128, 500, 20000);
+  c.instances = 2;
+  const auto first = replay_instances(runtime_, c, trace);
+  ASSERT_EQ(first.size(), 2U);
+  for (std::size_t i = 0; i < first.size(); ++i) {
+    EXPECT_GT(first[i].g3_blocks_written, 0U) << "instance " << i;
+    EXPECT_TRUE(std::filesystem::exists(dir_ / ("instance-" + std::to_string(i)) / session::kDiskTierFile));
+    EXPECT_EQ(first[i].mismatches, 0U);
+  }
+  const auto second = replay_instances(runtime_, c, std::vector<TraceRequest>(trace.begin(), trace.begin() + 20));
+  for (std::size_t i = 0; i < second.size(); ++i) {
+    EXPECT_GT(second[i].g3_recovered_blocks, 0U) << "instance " << i;
+  }
+}
+
 }  // namespace
 }  // namespace kvtier::replay

@@ -6,6 +6,8 @@
 // never a byte or a hang.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cmath>
 #include <memory>
 
 #include "kvtier/memory/host_runtime.hpp"
@@ -131,6 +133,45 @@ TEST(ReplayerShared, AShardKilledMidReplayCostsHitsNeverBytes) {
   EXPECT_GT(report.g4_errors, 0U);  // the dead shard's commands
   EXPECT_EQ(report.g4_checksum_failures, 0U);
   EXPECT_EQ(report.mismatches, 0U);
+}
+
+// Issue 31, H1: with --instances 4, Redis stopped (SIGSTOP) for 60 s made a
+// 2.9 s replay take 61.7 s: every lookup of every instance waited its
+// timeout. Now a node that failed is left alone for a back-off the process
+// shares (1 s doubling, at most 30 s) and a lookup never waits longer than
+// the timeout: a store stalled for the whole run adds at most one timeout
+// per back-off period.
+TEST(ReplayerShared, FourInstancesOnAStalledStoreEndWithinTheBound) {
+  RedisServers redis(1, "2gb");
+  KVTIER_REQUIRE_REDIS(redis);
+  memory::HostRuntime runtime;
+  const auto trace = read_trace_file(KVTIER_SHARED_TRACE, 200);
+  ReplayConfig alone = config(g1::G1Backend::Native, 1500, 128, 500, {}, "");
+  alone.instances = 4;
+  const auto start_alone = std::chrono::steady_clock::now();
+  const auto without = combine(replay_instances(runtime, alone, trace));
+  const std::chrono::duration<double> took_alone = std::chrono::steady_clock::now() - start_alone;
+  ReplayConfig c = config(g1::G1Backend::Native, 1500, 128, 500, redis.urls(), "stalled");
+  c.instances = 4;
+  ASSERT_TRUE(redis.signal(0, "STOP"));
+  const auto start = std::chrono::steady_clock::now();
+  ReplayReport stalled;
+  {
+    const auto reports = replay_instances(runtime, c, trace);
+    stalled = combine(reports);
+  }
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(redis.signal(0, "CONT"));
+  // Probes at 0, 1, 3, 7, 15 ... s: log2 of the run's length, 250 ms each, plus the
+  // publishes queued at the end, each pipeline bounded the same way.
+  const double bound = 2.0 * took_alone.count() + 0.25 * (2.0 + std::log2(1.0 + took_alone.count())) + 2.0;
+  EXPECT_LT(took.count(), bound) << "alone " << took_alone.count() << " s";
+  EXPECT_EQ(stalled.requests, trace.size());
+  EXPECT_EQ(stalled.prompt_blocks, without.prompt_blocks);
+  EXPECT_EQ(stalled.g4_hit_blocks, 0U);
+  EXPECT_GT(stalled.g4_errors, 0U);
+  EXPECT_EQ(stalled.g4_answered, 0U);
+  EXPECT_EQ(stalled.mismatches, 0U);
 }
 
 }  // namespace

@@ -3,7 +3,8 @@
 // a DiskStore — headers, checksums and verification included — next to the
 // same-run ceiling of the file system: one large sequential O_DIRECT write,
 // then read, of the same payload bytes in 8 MiB requests, timed right after
-// the store in each iteration. Bandwidths count payload bytes (a page each).
+// the store in each iteration, and the same store under a tier key (every
+// record MACed and checked) beside it. Bandwidths count payload bytes.
 #include <cstddef>
 #include <filesystem>
 
@@ -19,9 +20,15 @@ struct DiskPoint {
   double read_gbps = 0.0;
   double ceiling_write_gbps = 0.0;
   double ceiling_read_gbps = 0.0;
+  /// The same store under a tier key (HMAC-SHA256 of every record); 0 without OpenSSL.
+  double keyed_write_gbps = 0.0;
+  double keyed_read_gbps = 0.0;
   std::size_t verified_reads = 0;  // blocks read back that verified (all of them, or the bench fails)
   double write_of_ceiling() const { return ceiling_write_gbps > 0.0 ? write_gbps / ceiling_write_gbps : 0.0; }
   double read_of_ceiling() const { return ceiling_read_gbps > 0.0 ? read_gbps / ceiling_read_gbps : 0.0; }
+  /// What the MAC leaves of the bandwidth: keyed over unkeyed.
+  double keyed_write_of_unkeyed() const { return write_gbps > 0.0 ? keyed_write_gbps / write_gbps : 0.0; }
+  double keyed_read_of_unkeyed() const { return read_gbps > 0.0 ? keyed_read_gbps / read_gbps : 0.0; }
 };
 
 /// True when this build has the disk tier (liburing).

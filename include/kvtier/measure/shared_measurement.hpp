@@ -4,7 +4,8 @@
 // verification included — next to the same-run ceiling of the store itself:
 // raw pipelined SETs, then GETs, of values of the same size (header + page)
 // in batches of the same size, on a connection of the same client, timed
-// right after the store in each iteration. Bandwidths count payload bytes.
+// right after the store in each iteration, and the same store under a tier
+// key (every value MACed and checked) beside it. Bandwidths count payload bytes.
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -23,9 +24,14 @@ struct SharedPoint {
   double put_batch_ms = 0.0;          // median wall time of one batch: published and answered
   double get_batch_ms = 0.0;          // one lookup + read of a batch, verified
   double ceiling_get_batch_ms = 0.0;  // one raw GET pipeline of a batch
+  /// The same store under a tier key (HMAC-SHA256 of every value); 0 without OpenSSL.
+  double keyed_put_gbps = 0.0;
+  double keyed_get_gbps = 0.0;
   std::size_t verified_reads = 0;     // blocks fetched that verified (all, or the bench fails)
   double put_of_ceiling() const { return ceiling_put_gbps > 0.0 ? put_gbps / ceiling_put_gbps : 0.0; }
   double get_of_ceiling() const { return ceiling_get_gbps > 0.0 ? get_gbps / ceiling_get_gbps : 0.0; }
+  double keyed_put_of_unkeyed() const { return put_gbps > 0.0 ? keyed_put_gbps / put_gbps : 0.0; }
+  double keyed_get_of_unkeyed() const { return get_gbps > 0.0 ? keyed_get_gbps / get_gbps : 0.0; }
 };
 
 /// True when this build has the shared tier (hiredis).
