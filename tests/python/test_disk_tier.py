@@ -85,3 +85,37 @@ def test_bad_disk_settings_are_refused(tmp_path):
     with manager(tmp_path):
         with pytest.raises(kvtier.ConfigError, match="in use"):
             manager(tmp_path)
+
+
+def key_file(tmp_path, name="key", mode=0o600):
+    key = tmp_path / name
+    key.write_bytes(bytes(range(48)))
+    key.chmod(mode)
+    return str(key)
+
+
+def test_a_tier_key_authenticates_the_disk_tier_and_another_key_is_refused(tmp_path):
+    """Issue 31, C2: with tier_key_file every G3 record carries its MAC; a
+    tier written under one key is refused under another, or none."""
+    g3 = tmp_path / "g3"
+    key = key_file(tmp_path)
+    with manager(g3, tier_key_file=key) as m:
+        first = push_first_to_disk(m)
+        metrics = m.metrics()
+        assert metrics["disk_authentication_failures"] == 0
+    with manager(g3, tier_key_file=key) as m:
+        start = swap_in(m, first.plhs)
+        assert start["from_disk"] == 4
+        assert m.register_swap_in(start["swap_in_id"])["registered"] == 4
+        again = m.add_request(list(range(16)))
+        prefill(m, again)
+        assert m.verify(again) == []
+    with pytest.raises(kvtier.ConfigError, match="another tier key"):
+        other = tmp_path / "other"
+        other.write_bytes(bytes(range(100, 148)))
+        other.chmod(0o600)
+        manager(g3, tier_key_file=str(other))
+    with pytest.raises(kvtier.ConfigError, match="under a tier key"):
+        manager(g3)
+    with pytest.raises(kvtier.ConfigError, match="readable or writable by group or others"):
+        manager(tmp_path / "g3-open", tier_key_file=key_file(tmp_path, "open", 0o644))

@@ -5,8 +5,10 @@ output file written. KVTIER_BIN names the binary (scripts/test-python-package.sh
 sets it; .ci/run also points it at the ASan build); without one the module skips.
 """
 import csv
+import json
 import os
 import shutil
+import socket
 import subprocess
 
 import pytest
@@ -116,9 +118,11 @@ def test_capacity_fraction_outside_0_1_is_refused(value):
     refused("replay", "--device", "host", "--capacity-fraction", value, says="(0, 1]")
 
 
-@pytest.mark.parametrize("value", ["-1", "nan"])
-def test_a_negative_or_nan_linger_is_refused(value):
-    refused("replay", "--kv-events-linger", value, says="non-negative number of seconds")
+@pytest.mark.parametrize("value", ["-1", "nan", "1e300", "86401"])
+@pytest.mark.parametrize("option", ["--kv-events-linger", "--metrics-linger"])
+def test_a_negative_nan_or_endless_linger_is_refused(option, value):
+    # Issue 31, L10: 1e300 overflowed the sleep's clock into no linger at all.
+    refused("replay", option, value, says="number of seconds in [0, 86400]")
 
 
 @pytest.mark.parametrize("option", ["--json", "--csv", "--trace", "--kv-events", "--kv-events-replay"])
@@ -191,3 +195,136 @@ def test_attention_checks_of_no_sequence_are_refused():
 def test_a_data_parallel_rank_past_the_last_port_is_refused():
     refused("replay", "--device", "host", "--instances", "2", "--kv-events", "tcp://127.0.0.1:65535",
             says="port 65535 + rank 1 is past 65535")
+
+
+# --- Hostile operators and shared stores (issue 31) -----------------------------------------------
+
+TIER = ["replay", "--device", "host", "--capacity", "256", "--host-blocks", "256"]
+
+
+def tier_dir(tmp_path, name="g3"):
+    path = tmp_path / name
+    path.mkdir(mode=0o700)
+    return path
+
+
+def test_a_link_at_the_tiers_file_is_refused_and_its_target_untouched(tmp_path):
+    victim = tmp_path / "important"
+    victim.write_text("someone's thesis")
+    g3 = tier_dir(tmp_path)
+    (g3 / "kvtier-g3.slots").symlink_to(victim)
+    for extra in ([], ["--disk-reformat"]):
+        refused(*TIER, "--disk-path", str(g3), "--disk-blocks", "64", *extra, says="symbolic link")
+    assert victim.read_text() == "someone's thesis"
+
+
+def test_a_file_that_is_not_a_tier_is_refused_and_left_as_it_is(tmp_path):
+    g3 = tier_dir(tmp_path)
+    foreign = g3 / "kvtier-g3.slots"
+    foreign.write_text("not a tier")
+    foreign.chmod(0o600)
+    refused(*TIER, "--disk-path", str(g3), "--disk-blocks", "64", "--disk-reformat", says="not a kvtier tier file")
+    assert foreign.read_text() == "not a tier"
+
+
+def test_a_directory_others_can_write_is_refused(tmp_path):
+    g3 = tier_dir(tmp_path)
+    g3.chmod(0o777)
+    refused(*TIER, "--disk-path", str(g3), "--disk-blocks", "64", says="writable by group or others")
+    assert not (g3 / "kvtier-g3.slots").exists()
+
+
+def test_a_tier_larger_than_the_file_system_is_refused_with_what_fits(tmp_path):
+    refused(*TIER, "--disk-path", str(tmp_path / "g3"), "--disk-blocks", "50000000", says="blocks fit")
+    assert not (tmp_path / "g3").exists()
+
+
+def test_a_disk_queue_that_could_never_write_is_refused(tmp_path):
+    refused(*TIER, "--disk-path", str(tmp_path / "g3"), "--disk-blocks", "64", "--disk-queue-depth", "1",
+            "--disk-backlog", "0", says="would never write a block")
+
+
+def test_a_smaller_disk_blocks_says_what_it_dropped(tmp_path):
+    g3 = str(tmp_path / "g3")
+    first = kvtier(*TIER, "--disk-path", g3, "--disk-blocks", "1024", "--json", str(tmp_path / "a.json"))
+    assert first.returncode == 0, first.stderr
+    done = kvtier(*TIER, "--disk-path", g3, "--disk-blocks", "8", "--json", str(tmp_path / "b.json"))
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "b.json").read_text())
+    assert report["g3_dropped_on_shrink"] > 0
+    assert f"dropped {report['g3_dropped_on_shrink']}" in done.stderr
+    assert report["mismatches"] == 0
+
+
+def test_info_never_makes_or_changes_a_tier(tmp_path):
+    done = kvtier("info", "--device", "host", "--disk-path", str(tmp_path / "none"), "--disk-blocks", "8")
+    assert done.returncode == 0, done.stderr
+    assert "none there" in done.stdout
+    assert not (tmp_path / "none").exists()
+
+
+@pytest.mark.parametrize("mode,content,says", [
+    (0o644, "k" * 40, "readable or writable by group or others"),
+    (0o600, "short", "fewer than 32"),
+])
+def test_a_tier_key_file_that_is_not_secret_enough_is_refused(tmp_path, mode, content, says):
+    key = tmp_path / "key"
+    key.write_text(content)
+    key.chmod(mode)
+    refused(*TIER, "--disk-path", str(tmp_path / "g3"), "--disk-blocks", "64", "--tier-key-file", str(key), says=says)
+    refused(*TIER, "--disk-path", str(tmp_path / "g3"), "--disk-blocks", "64", "--tier-key-file",
+            str(tmp_path / "missing"), says="No such file")
+
+
+def test_a_tier_key_without_a_tier_is_refused(tmp_path):
+    key = tmp_path / "key"
+    key.write_text("k" * 40)
+    key.chmod(0o600)
+    refused("replay", "--device", "host", "--tier-key-file", str(key), says="needs a disk or shared tier")
+
+
+def test_a_disk_tier_under_another_key_is_refused_unless_reformatted(tmp_path):
+    keys = []
+    for name in ("a", "b"):
+        key = tmp_path / name
+        key.write_text(name * 40)
+        key.chmod(0o600)
+        keys.append(str(key))
+    g3 = str(tmp_path / "g3")
+    done = kvtier(*TIER, "--disk-path", g3, "--disk-blocks", "64", "--tier-key-file", keys[0])
+    assert done.returncode == 0, done.stderr
+    refused(*TIER, "--disk-path", g3, "--disk-blocks", "64", "--tier-key-file", keys[1], says="another tier key")
+    refused(*TIER, "--disk-path", g3, "--disk-blocks", "64", says="under a tier key")
+    done = kvtier(*TIER, "--disk-path", g3, "--disk-blocks", "64", "--tier-key-file", keys[1], "--disk-reformat")
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("namespace", ["{hot}", "a{b}c"])
+def test_a_shared_namespace_with_a_hash_tag_is_refused(namespace):
+    refused(*TIER, "--shared-tier", "redis://127.0.0.1:1", "--shared-namespace", namespace, says="hash tag")
+
+
+@pytest.mark.parametrize("url,says", [
+    ("redis://alice:100%@127.0.0.1:1", "two hex digits"),
+    ("redis://::1:7000", "in brackets"),
+    ("redis://[::1:7000", "closing ']'"),
+])
+def test_malformed_shared_tier_urls_are_refused(url, says):
+    refused(*TIER, "--shared-tier", url, says=says)
+
+
+def test_a_shared_tier_that_never_answers_is_exit_status_3_unless_tolerated():
+    done = kvtier(*TIER, "--shared-tier", "redis://127.0.0.1:1")
+    assert done.returncode == 3, (done.returncode, done.stderr[-2000:])
+    assert "never answered" in done.stderr
+    assert "without a tier key" in done.stderr  # said once: whoever can write the store can inject K/V
+    tolerated = kvtier(*TIER, "--shared-tier", "redis://127.0.0.1:1", "--shared-tolerate-down")
+    assert tolerated.returncode == 0, tolerated.stderr[-2000:]
+
+
+def test_a_metrics_port_in_use_says_so():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        refused("replay", "--device", "host", "--metrics-port", str(port), says="Address already in use")

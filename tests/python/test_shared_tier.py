@@ -82,3 +82,28 @@ def test_bad_shared_settings_are_refused():
         kvtier.Manager(device="host", shared_tier=["redis://127.0.0.1:1"])  # no G2
     with pytest.raises(kvtier.ConfigError):
         kvtier.Manager(device="host", host_blocks=4, shared_tier=["http://127.0.0.1:1"])
+
+
+def test_managers_under_one_tier_key_share_and_others_do_not_meet_their_values(redis_url, tmp_path):
+    """Issue 31, C2: values published under a tier key carry its MAC and its
+    id in their keys: a manager with the key fetches them, one without (or
+    with another key) never sees them."""
+    key = tmp_path / "key"
+    key.write_bytes(bytes(range(64)))
+    key.chmod(0o600)
+    with manager(redis_url, "python-keyed", tier_key_file=str(key)) as m:
+        hashes = publish_first(m).blocks
+    with manager(redis_url, "python-keyed", tier_key_file=str(key)) as keyed:
+        start = keyed.swap_in(hashes)
+        assert start["from_shared"] == 4
+        assert keyed.register_swap_in(start["swap_in_id"])["registered"] == 4
+        metrics = keyed.metrics()
+        assert metrics["shared_blocks_fetched"] == 4 and metrics["shared_authentication_failures"] == 0
+    with manager(redis_url, "python-keyed") as unkeyed:
+        start = unkeyed.swap_in(hashes)
+        assert start.get("from_shared", 0) == 0
+    with pytest.raises(kvtier.ConfigError, match="fewer than 32"):
+        short = tmp_path / "short"
+        short.write_text("short")
+        short.chmod(0o600)
+        manager(redis_url, "python-keyed", tier_key_file=str(short))
