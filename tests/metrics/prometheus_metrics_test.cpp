@@ -3,6 +3,9 @@
 // the HTTP endpoint serving them on loopback.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <memory>
+#include <thread>
+#include <chrono>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -184,9 +187,22 @@ TEST(MetricsEndpoint, APortInUseOrOutOfRangeIsAClearError) {
     EXPECT_NE(std::string(error.what()).find("cannot serve metrics on 127.0.0.1:" + std::to_string(first.port())),
               std::string::npos)
         << error.what();
+    // Issue 31, L12: civetweb said only "null context when constructing CivetServer".
+    EXPECT_NE(std::string(error.what()).find("Address already in use"), std::string::npos) << error.what();
   }
   EXPECT_THROW(MetricsEndpoint(prometheus, "127.0.0.1", 70000), ConfigError);
   EXPECT_THROW(MetricsEndpoint(prometheus, "127.0.0.1", -1), ConfigError);
+}
+
+// Issue 31, L11: --metrics-port added about 2 s to every run: civetweb's
+// listening thread saw the stop only when its 2 s poll ended.
+TEST(MetricsEndpoint, StopsWithoutWaitingForTheServersPoll) {
+  PrometheusMetrics prometheus;
+  auto endpoint = std::make_unique<MetricsEndpoint>(prometheus, "127.0.0.1", 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // its threads are in their poll
+  const auto start = std::chrono::steady_clock::now();
+  endpoint.reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1000));
 }
 
 }  // namespace

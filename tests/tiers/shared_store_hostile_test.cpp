@@ -194,6 +194,11 @@ class EndlessServer {
     if (client < 0) return;
     char request[4096];
     (void)::recv(client, request, sizeof(request), 0);
+    if (header.empty()) {  // silent: holds the connection, answers nothing
+      while (!stop_) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      ::close(client);
+      return;
+    }
     (void)::send(client, header.data(), header.size(), MSG_NOSIGNAL);
     const std::vector<char> chunk(65536, 'x');
     const auto until = Clock::now() + std::chrono::seconds(20);
@@ -230,6 +235,17 @@ TEST(SharedStoreHostile, AnEndlessReplyIsCutOffAtItsBoundAndDeadline) {
       EXPECT_NE(node.last_error().find("over 1048576 bytes"), std::string::npos) << node.last_error();
     }
   }
+}
+
+// L12: a node that answers nothing was "Resource temporarily unavailable".
+TEST(SharedStoreHostile, ANodeThatNeverAnswersIsSaidToHaveTimedOut) {
+  EndlessServer server;
+  server.header = "";
+  RedisNode node(RedisEndpoint{.host = "127.0.0.1", .port = server.port()},
+                 RedisNodeLimits{.timeout = std::chrono::milliseconds(150)});
+  const RedisCommand get{.args = {"GET", "k"}};
+  EXPECT_EQ(node.pipeline(std::span(&get, 1))[0], nullptr);
+  EXPECT_NE(node.last_error().find("no answer within 150 ms"), std::string::npos) << node.last_error();
 }
 
 // H3: `SET key ''` counted as "there already"; SET NX then never republished.
