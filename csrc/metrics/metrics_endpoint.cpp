@@ -33,8 +33,8 @@ int socket_to(const std::string& host, int port, bool bind_it) {
   if (fd >= 0) {
     const int one = 1;
     (void)::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));  // as civetweb binds
-    const int done = bind_it ? ::bind(fd, found->ai_addr, found->ai_addrlen)
-                             : ::connect(fd, found->ai_addr, found->ai_addrlen);
+    const int done =
+        bind_it ? ::bind(fd, found->ai_addr, found->ai_addrlen) : ::connect(fd, found->ai_addr, found->ai_addrlen);
     if (done != 0) {
       const int error = errno;
       ::close(fd);

@@ -12,8 +12,8 @@
 #include "kvtier/driver/request_driver.hpp"
 #include "kvtier/replay/attention_check.hpp"
 #include "kvtier/replay/token_kv_writer.hpp"
-#include "kvtier/session/session.hpp"
 #include "kvtier/session/disk_tier_factory.hpp"
+#include "kvtier/session/session.hpp"
 #include "kvtier/session/shared_tier_factory.hpp"
 
 namespace kvtier::replay {

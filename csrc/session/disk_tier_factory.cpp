@@ -80,17 +80,17 @@ DiskTierInspection inspect_disk_tier(const std::filesystem::path& directory, con
   }
   const std::uint64_t fingerprint = tiers::layout_fingerprint(g2_layout);
   TierFileIdentity found;
-  const TierFileCheck check = read_tier_file_header(
-      file,
-      TierFileIdentity{.layout_fingerprint = fingerprint,
-                       .slot_bytes = geometry.slot_bytes,
-                       .key_id = key != nullptr ? key->id() : 0},
-      found);
+  const TierFileCheck check = read_tier_file_header(file,
+                                                    TierFileIdentity{.layout_fingerprint = fingerprint,
+                                                                     .slot_bytes = geometry.slot_bytes,
+                                                                     .key_id = key != nullptr ? key->id() : 0},
+                                                    found);
   out.state = tier_file_check_name(check);
   if (check != TierFileCheck::Ok) return out;
   out.slots = geometry.slots_in(out.file_bytes);
   IoQueue queue(32);
-  const SlotScan scan = scan_slots(file, geometry, std::min<std::uint64_t>(out.slots, UINT32_MAX), fingerprint, queue, key);
+  const SlotScan scan =
+      scan_slots(file, geometry, std::min<std::uint64_t>(out.slots, UINT32_MAX), fingerprint, queue, key);
   out.blocks = scan.resident.size();
   out.torn = scan.corrupt;
   out.superseded = scan.superseded;

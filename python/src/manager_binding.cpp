@@ -408,8 +408,8 @@ void bind_manager(nb::module_& module) {
          std::uint32_t disk_blocks, unsigned disk_queue_depth, bool disk_reformat,
          std::optional<std::vector<std::string>> shared_tier, std::string shared_namespace, std::uint32_t shared_ttl,
          std::uint32_t shared_timeout_ms, std::optional<std::string> tier_key_file, bool prefix_caching,
-         std::uint32_t dp_rank, std::uint64_t seed,
-         std::size_t max_pending_events, std::vector<nb::handle> publishers) {
+         std::uint32_t dp_rank, std::uint64_t seed, std::size_t max_pending_events,
+         std::vector<nb::handle> publishers) {
         std::vector<std::shared_ptr<KvEventSink>> sinks;
         for (nb::handle publisher : publishers) {
 #if KVTIER_WITH_ZMQ
@@ -468,9 +468,9 @@ void bind_manager(nb::module_& module) {
       "disk_blocks"_a = 0, "disk_queue_depth"_a = session::DiskTierSettings{}.queue_depth, "disk_reformat"_a = false,
       "shared_tier"_a = nb::none(), "shared_namespace"_a = session::SharedTierSettings{}.key_namespace,
       "shared_ttl"_a = 0, "shared_timeout_ms"_a = session::SharedTierSettings{}.timeout_ms,
-      "tier_key_file"_a = nb::none(), "prefix_caching"_a = kDefaults.manager.enable_prefix_caching, "dp_rank"_a = kDefaults.manager.dp_rank,
-      "seed"_a = 0, "max_pending_events"_a = ManagerOptions{}.max_pending_events,
-      "publishers"_a = std::vector<nb::handle>{});
+      "tier_key_file"_a = nb::none(), "prefix_caching"_a = kDefaults.manager.enable_prefix_caching,
+      "dp_rank"_a = kDefaults.manager.dp_rank, "seed"_a = 0,
+      "max_pending_events"_a = ManagerOptions{}.max_pending_events, "publishers"_a = std::vector<nb::handle>{});
   c.def_prop_ro("backend", [](PyManager& m) { return std::string(g1::backend_name(m.manager().backend())); })
       .def_prop_ro("eviction",
                    [](PyManager& m) {

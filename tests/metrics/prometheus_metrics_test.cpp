@@ -3,14 +3,14 @@
 // the HTTP endpoint serving them on loopback.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <memory>
-#include <thread>
-#include <chrono>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <memory>
 #include <string>
+#include <thread>
 
 #include "kvtier/core/errors.hpp"
 #include "kvtier/metrics/metrics_endpoint.hpp"

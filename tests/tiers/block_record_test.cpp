@@ -176,7 +176,7 @@ TEST(BlockRecord, AForgedPayloadWithRecomputedChecksumsPassesXxh3ButNotTheMac) {
   const TierKey other = key_of('o');
   EXPECT_NE(other.id(), key.id());
   EXPECT_EQ(check(keyed, fp, &other), RecordCheck::Unauthenticated);  // another key's
-  EXPECT_EQ(check(keyed, fp, nullptr), RecordCheck::Ok);  // no key given: nothing to authenticate with
+  EXPECT_EQ(check(keyed, fp, nullptr), RecordCheck::Ok);              // no key given: nothing to authenticate with
 }
 
 TEST(BlockRecord, AnotherFormatVersionIsToldApartAndNotRead) {

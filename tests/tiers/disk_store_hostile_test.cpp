@@ -330,7 +330,8 @@ TEST_F(DiskStoreHostile, ALargeTierTakesNoMemoryPerSlotBeforeItHoldsBlocks) {
   struct statvfs fs {};
   ASSERT_EQ(::statvfs(dir_.c_str(), &fs), 0);
   const std::uint32_t slots = 1000000;  // 8 KiB slots: 8 GB of sparse file
-  if (static_cast<double>(fs.f_bavail) * static_cast<double>(fs.f_frsize) < 9e9) GTEST_SKIP() << "needs 9 GB free for the sparse file";
+  if (static_cast<double>(fs.f_bavail) * static_cast<double>(fs.f_frsize) < 9e9)
+    GTEST_SKIP() << "needs 9 GB free for the sparse file";
   const std::size_t before = resident_bytes();
   DiskStore store(DiskStoreConfig{.file = file_, .slots = slots, .queue_depth = 4, .backlog = 4}, layout());
   EXPECT_LT(resident_bytes() - before, std::size_t{16} << 20);  // was over 100 MB

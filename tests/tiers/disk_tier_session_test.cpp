@@ -183,7 +183,8 @@ TEST_P(DiskTierSession, AByteFlippedInTheFileIsNeverServed) {
     const int fd = ::open((dir_ / session::kDiskTierFile).c_str(), O_RDWR);
     ASSERT_GE(fd, 0);
     for (std::size_t slot = 0; slot < used; ++slot) {
-      const auto offset = static_cast<off_t>(geometry.offset(static_cast<std::uint32_t>(slot)) + geometry.header_bytes + 5);
+      const auto offset =
+          static_cast<off_t>(geometry.offset(static_cast<std::uint32_t>(slot)) + geometry.header_bytes + 5);
       char byte = 0;
       ASSERT_EQ(::pread(fd, &byte, 1, offset), 1);
       byte = static_cast<char>(byte ^ 0x10);

@@ -68,9 +68,8 @@ class LowerTierContract : public ::testing::TestWithParam<Mode> {
           disk::DiskStoreConfig{.file = scratch_->path() / "g3.slots", .slots = 16, .queue_depth = 4, .key = key_},
           layout());
     }
-    shared::SharedStoreConfig c{.endpoints = {shared::parse_redis_url(redis_->urls()[0])},
-                                .key_namespace = "contract",
-                                .key = key_};
+    shared::SharedStoreConfig c{
+        .endpoints = {shared::parse_redis_url(redis_->urls()[0])}, .key_namespace = "contract", .key = key_};
     c.timeout = std::chrono::milliseconds(500);
     return std::make_unique<shared::SharedStore>(std::move(c), layout());
   }

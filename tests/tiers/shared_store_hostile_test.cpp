@@ -16,12 +16,12 @@
 #include <thread>
 #include <vector>
 
+#include <hiredis/hiredis.h>
 #include "kvtier/core/errors.hpp"
 #include "kvtier/tiers/shared/node_breaker.hpp"
 #include "kvtier/tiers/shared/redis_node.hpp"
 #include "kvtier/tiers/shared/redis_url.hpp"
 #include "kvtier/tiers/shared/shared_store.hpp"
-#include <hiredis/hiredis.h>
 
 #include "support/record_forgery.hpp"
 #include "support/redis_servers.hpp"
@@ -312,7 +312,8 @@ TEST(SharedStoreHostile, AskRedirectionsOfASlotBeingMigratedAreFollowed) {
 
 // L9: percent-encoded credentials, IPv6 hosts and a read-only ACL user failed.
 TEST(SharedStoreHostile, EncodedPasswordsIpv6HostsAndReadOnlyUsersWork) {
-  EXPECT_EQ(parse_redis_auth("redis://alice:p%40ss%3Aw%25rd@h:1"), (RedisAuth{.user = "alice", .password = "p@ss:w%rd"}));
+  EXPECT_EQ(parse_redis_auth("redis://alice:p%40ss%3Aw%25rd@h:1"),
+            (RedisAuth{.user = "alice", .password = "p@ss:w%rd"}));
   EXPECT_THROW((void)parse_redis_auth("redis://alice:100%@h:1"), ConfigError);
   EXPECT_EQ(parse_redis_url("redis://[::1]:7000"), (RedisEndpoint{.host = "::1", .port = 7000}));
   EXPECT_EQ((RedisEndpoint{.host = "::1", .port = 7000}).to_string(), "[::1]:7000");

@@ -71,10 +71,10 @@ void DiskStore::pump() {
       const std::span<std::byte> slot(buffer(op.buffer), geometry_.slot_bytes);
       queued = op.phase == Phase::Read
                    ? queue_.read(file_.fd(), slot, offset, tag)
-                   : queue_.write_linked(file_.fd(), slot, offset, tag,
-                                         std::span<const std::byte>(buffer(op.buffer) + geometry_.slot_bytes,
-                                                                    geometry_.header_bytes),
-                                         offset, op.header);
+                   : queue_.write_linked(
+                         file_.fd(), slot, offset, tag,
+                         std::span<const std::byte>(buffer(op.buffer) + geometry_.slot_bytes, geometry_.header_bytes),
+                         offset, op.header);
     }
     KVTIER_ASSERT(queued, "the I/O queue refused an operation it had room for");
   }
@@ -177,8 +177,8 @@ LowerTier::WriteStart DiskStore::write(const g1::TieredBlock& block, std::span<c
   }
   // A full file system: now and then (or when nothing else is left) a slot
   // that never held a block is tried again: room may have come back.
-  const bool probe = disk_full_ && unbacked_left &&
-                     ((free_.empty() && lru_.empty()) || ++writes_while_full_ % kProbeEvery == 0);
+  const bool probe =
+      disk_full_ && unbacked_left && ((free_.empty() && lru_.empty()) || ++writes_while_full_ % kProbeEvery == 0);
   std::uint32_t slot;
   if (const auto taken = take_slot(probe)) {
     slot = *taken;

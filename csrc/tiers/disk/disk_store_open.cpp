@@ -97,7 +97,7 @@ std::uint32_t count_records(const DirectFile& file, TierFileCheck check, const T
   if (check == TierFileCheck::FormatOne && magic_at(0)) {
     std::uint32_t header_bytes = 0;
     std::uint64_t payload_bytes = 0;
-    std::memcpy(&header_bytes, page.get() + 12, sizeof(header_bytes));  // format 1: header bytes at 12,
+    std::memcpy(&header_bytes, page.get() + 12, sizeof(header_bytes));    // format 1: header bytes at 12,
     std::memcpy(&payload_bytes, page.get() + 40, sizeof(payload_bytes));  // payload bytes at 40
     first = 0;
     slot_bytes = header_bytes + (payload_bytes + kRecordAlignment - 1) / kRecordAlignment * kRecordAlignment;
@@ -150,9 +150,8 @@ DiskStore::DiskStore(const DiskStoreConfig& config, const KvLayout& layout)
 }
 
 void DiskStore::open_file(const DiskStoreConfig& config, const KvLayout&) {
-  const TierFileIdentity identity{.layout_fingerprint = fingerprint_,
-                                  .slot_bytes = geometry_.slot_bytes,
-                                  .key_id = key_ ? key_->id() : 0};
+  const TierFileIdentity identity{
+      .layout_fingerprint = fingerprint_, .slot_bytes = geometry_.slot_bytes, .key_id = key_ ? key_->id() : 0};
   const std::string name = file_.path().string();
   if (file_.size() == 0) {
     write_tier_file_header(file_, identity);

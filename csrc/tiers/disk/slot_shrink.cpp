@@ -22,8 +22,7 @@ struct AlignedFree {
 void read_at(const DirectFile& file, std::span<std::byte> into, std::uint64_t offset) {
   std::size_t done = 0;
   while (done < into.size()) {
-    const ssize_t n =
-        ::pread(file.fd(), into.data() + done, into.size() - done, static_cast<off_t>(offset + done));
+    const ssize_t n = ::pread(file.fd(), into.data() + done, into.size() - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       throw TransferError("moving a block within the disk tier: reading at " + std::to_string(offset) +
@@ -36,8 +35,7 @@ void read_at(const DirectFile& file, std::span<std::byte> into, std::uint64_t of
 void write_at(const DirectFile& file, std::span<const std::byte> from, std::uint64_t offset) {
   std::size_t done = 0;
   while (done < from.size()) {
-    const ssize_t n =
-        ::pwrite(file.fd(), from.data() + done, from.size() - done, static_cast<off_t>(offset + done));
+    const ssize_t n = ::pwrite(file.fd(), from.data() + done, from.size() - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       throw TransferError("moving a block within the disk tier: writing at " + std::to_string(offset) +
@@ -53,7 +51,8 @@ template <class Before>
 std::vector<ScannedSlot> sorted(std::vector<ScannedSlot> slots, Before before) {
   std::vector<std::size_t> order(slots.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return before(slots[a], slots[b]); });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return before(slots[a], slots[b]); });
   std::vector<ScannedSlot> out;
   out.reserve(order.size());
   for (const std::size_t i : order) out.push_back(std::move(slots[i]));
@@ -62,10 +61,10 @@ std::vector<ScannedSlot> sorted(std::vector<ScannedSlot> slots, Before before) {
 
 }  // namespace
 
-std::uint32_t shrink_slots(const DirectFile& file, const SlotGeometry& geometry, SlotScan& scan,
-                           std::uint32_t capacity, std::uint64_t fingerprint, const TierKey* key) {
-  const bool beyond = std::any_of(scan.resident.begin(), scan.resident.end(),
-                                  [&](const ScannedSlot& s) { return s.slot >= capacity; });
+std::uint32_t shrink_slots(const DirectFile& file, const SlotGeometry& geometry, SlotScan& scan, std::uint32_t capacity,
+                           std::uint64_t fingerprint, const TierKey* key) {
+  const bool beyond =
+      std::any_of(scan.resident.begin(), scan.resident.end(), [&](const ScannedSlot& s) { return s.slot >= capacity; });
   if (!beyond) return 0;  // every block has a slot below capacity: nothing moves
   std::vector<ScannedSlot> newest = sorted(std::move(scan.resident), [](const ScannedSlot& a, const ScannedSlot& b) {
     return a.meta.generation > b.meta.generation;

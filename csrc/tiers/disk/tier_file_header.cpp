@@ -122,8 +122,7 @@ TierFileCheck read_tier_file_header(const DirectFile& file, const TierFileIdenti
   if (n < 0) {
     throw ConfigError("cannot read the disk tier's file " + file.path().string() + ": " + std::strerror(errno));
   }
-  return read_tier_file_header(std::span<const std::byte>(header.get(), static_cast<std::size_t>(n)), expected,
-                               found);
+  return read_tier_file_header(std::span<const std::byte>(header.get(), static_cast<std::size_t>(n)), expected, found);
 }
 
 void write_tier_file_header(const DirectFile& file, const TierFileIdentity& identity) {

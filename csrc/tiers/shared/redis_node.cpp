@@ -54,10 +54,7 @@ bool is_text(const char* errstr, int error) { return std::strcmp(errstr, std::st
 void RedisReplyFree::operator()(redisReply* reply) const noexcept { freeReplyObject(reply); }
 
 RedisNode::RedisNode(RedisEndpoint endpoint, RedisNodeLimits limits, RedisAuth auth)
-    : endpoint_(std::move(endpoint)),
-      auth_(std::move(auth)),
-      limits_(limits),
-      breaker_(NodeBreaker::of(endpoint_)) {}
+    : endpoint_(std::move(endpoint)), auth_(std::move(auth)), limits_(limits), breaker_(NodeBreaker::of(endpoint_)) {}
 
 RedisNode::~RedisNode() {
   if (context_ != nullptr) redisFree(context_);
@@ -94,11 +91,11 @@ RedisNode::Outcome RedisNode::connect(Clock::time_point deadline) {
   socket_timeout_ = wait;
   if (context_ == nullptr) return drop(Outcome::Unreachable, "cannot allocate a hiredis context");
   if (context_->err != 0) {
-    const std::string why = context_->err == REDIS_ERR_IO && (is_text(context_->errstr, ETIMEDOUT) ||
-                                                              is_text(context_->errstr, EINPROGRESS) ||
-                                                              is_text(context_->errstr, EAGAIN))
-                                ? "cannot connect within " + std::to_string(wait.count()) + " ms"
-                                : std::string(context_->errstr);
+    const std::string why =
+        context_->err == REDIS_ERR_IO && (is_text(context_->errstr, ETIMEDOUT) ||
+                                          is_text(context_->errstr, EINPROGRESS) || is_text(context_->errstr, EAGAIN))
+            ? "cannot connect within " + std::to_string(wait.count()) + " ms"
+            : std::string(context_->errstr);
     return drop(Outcome::Unreachable, why);
   }
   // Every read and write is bounded too: a stopped node is a miss, not a hang.

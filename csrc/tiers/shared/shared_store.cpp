@@ -33,7 +33,8 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }
 
 bool error_starts(const redisReply* reply, std::string_view prefix) {
-  return reply != nullptr && reply->type == REDIS_REPLY_ERROR && std::string_view(reply->str, reply->len).starts_with(prefix);
+  return reply != nullptr && reply->type == REDIS_REPLY_ERROR &&
+         std::string_view(reply->str, reply->len).starts_with(prefix);
 }
 
 bool answered(const redisReply* reply) { return reply != nullptr && reply->type != REDIS_REPLY_ERROR; }
@@ -53,12 +54,10 @@ SharedStore::SharedStore(SharedStoreConfig config, const KvLayout& layout)
       header_bytes_(record_header_bytes(layout.geometry().tokens_per_block)),
       max_value_bytes_(header_bytes_ + page_bytes_),
       fingerprint_(layout_fingerprint(layout)),
-      lookup_cluster_(RedisClusterConfig{.seeds = config_.endpoints,
-                                         .auth = config_.auth,
-                                         .limits = limits_of(config_, max_value_bytes_)}),
-      worker_cluster_(RedisClusterConfig{.seeds = config_.endpoints,
-                                         .auth = config_.auth,
-                                         .limits = limits_of(config_, max_value_bytes_)}) {
+      lookup_cluster_(RedisClusterConfig{
+          .seeds = config_.endpoints, .auth = config_.auth, .limits = limits_of(config_, max_value_bytes_)}),
+      worker_cluster_(RedisClusterConfig{
+          .seeds = config_.endpoints, .auth = config_.auth, .limits = limits_of(config_, max_value_bytes_)}) {
   if (config_.key_namespace.empty()) throw ConfigError("the shared tier's key namespace must not be empty");
   if (config_.key_namespace.find_first_of("{}") != std::string::npos) {
     throw ConfigError("the shared tier's key namespace '" + config_.key_namespace +
@@ -156,7 +155,8 @@ std::vector<std::optional<g1::TieredBlock>> SharedStore::lookup(std::span<const 
       bad.push_back(keys[i]);
     } else if (reply == nullptr || reply->type == REDIS_REPLY_ERROR) {
       ++failed;
-    } else if (reply->type == REDIS_REPLY_STRING && reply->len > 0) {  // "" is no key (or an empty value: publish fixes it)
+    } else if (reply->type == REDIS_REPLY_STRING &&
+               reply->len > 0) {  // "" is no key (or an empty value: publish fixes it)
       BlockRecordMeta meta;
       const RecordCheck check = check_value(reply, plhs[i], false, meta);
       if (check == RecordCheck::Ok) {
@@ -314,7 +314,8 @@ void SharedStore::run_writes(std::vector<WriteJob>& jobs) {
   for (std::size_t i = 0; i < jobs.size(); ++i) {
     const redisReply* length = replies[2 * i].get();
     const redisReply* set = replies[2 * i + 1].get();
-    if (set != nullptr && set->type == REDIS_REPLY_NIL && (error_starts(length, "WRONGTYPE") || (answered(length) && !plausible(length)))) {
+    if (set != nullptr && set->type == REDIS_REPLY_NIL &&
+        (error_starts(length, "WRONGTYPE") || (answered(length) && !plausible(length)))) {
       poisoned.push_back(i);
     }
   }

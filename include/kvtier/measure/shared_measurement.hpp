@@ -27,7 +27,7 @@ struct SharedPoint {
   /// The same store under a tier key (HMAC-SHA256 of every value); 0 without OpenSSL.
   double keyed_put_gbps = 0.0;
   double keyed_get_gbps = 0.0;
-  std::size_t verified_reads = 0;     // blocks fetched that verified (all, or the bench fails)
+  std::size_t verified_reads = 0;  // blocks fetched that verified (all, or the bench fails)
   double put_of_ceiling() const { return ceiling_put_gbps > 0.0 ? put_gbps / ceiling_put_gbps : 0.0; }
   double get_of_ceiling() const { return ceiling_get_gbps > 0.0 ? get_gbps / ceiling_get_gbps : 0.0; }
   double keyed_put_of_unkeyed() const { return put_gbps > 0.0 ? keyed_put_gbps / put_gbps : 0.0; }

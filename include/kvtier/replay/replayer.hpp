@@ -110,9 +110,9 @@ struct ReplayReport {
   std::size_t g3_bytes_read = 0;
   double g3_write_gbps = 0.0;  // bytes / time with a write in flight (a floor, as the copies')
   double g3_read_gbps = 0.0;
-  std::size_t g3_checksum_failures = 0;  // reads that did not verify: dropped, the request recomputed
-  std::size_t g3_io_failures = 0;        // failed or short reads and writes
-  std::size_t g3_demotions_refused = 0;  // G2 evictions G3 had no room for at that moment
+  std::size_t g3_checksum_failures = 0;        // reads that did not verify: dropped, the request recomputed
+  std::size_t g3_io_failures = 0;              // failed or short reads and writes
+  std::size_t g3_demotions_refused = 0;        // G2 evictions G3 had no room for at that moment
   std::size_t g3_authentication_failures = 0;  // of the checksum failures: refused by the tier key (forged, no MAC)
   // What opening G3 found and did (issue 31, L2).
   std::size_t g3_slots_torn = 0;             // torn or damaged headers: free again
@@ -128,17 +128,17 @@ struct ReplayReport {
   std::size_t g4_publishes_refused = 0;  // G2 evictions not published: the in-flight bound was full
   std::size_t g4_blocks_fetched = 0;     // read and verified
   std::size_t g4_bytes_fetched = 0;
-  double g4_fetch_gbps = 0.0;            // bytes / time with a fetch in flight (a floor)
-  std::size_t g4_lookups = 0;            // pipelined header lookups (one per swap-in that reached G4)
-  std::size_t g4_values_missing = 0;     // found by a lookup, gone when read (evicted, a shard restarted)
-  std::size_t g4_checksum_failures = 0;  // values that did not check (garbage, another layout): misses
-  std::size_t g4_errors = 0;             // commands without an answer or with an error reply
+  double g4_fetch_gbps = 0.0;                  // bytes / time with a fetch in flight (a floor)
+  std::size_t g4_lookups = 0;                  // pipelined header lookups (one per swap-in that reached G4)
+  std::size_t g4_values_missing = 0;           // found by a lookup, gone when read (evicted, a shard restarted)
+  std::size_t g4_checksum_failures = 0;        // values that did not check (garbage, another layout): misses
+  std::size_t g4_errors = 0;                   // commands without an answer or with an error reply
   std::size_t g4_authentication_failures = 0;  // of the checksum failures: refused by the tier key
   std::size_t g4_other_version = 0;            // values of another record version: kept, not served
   std::size_t g4_oversized = 0;                // values longer than a block's: refused unread, deleted
   std::size_t g4_answered = 0;                 // commands the store answered: 0 means it never served
   std::size_t g4_read_only = 0;                // instances whose writes the store refused (NOPERM)
-  std::size_t allocator_ops = 0;         // manager calls made by the replay
+  std::size_t allocator_ops = 0;               // manager calls made by the replay
   std::size_t pages_verified = 0;
   std::size_t mismatches = 0;
   std::size_t attention_checks = 0;      // decode steps of paged attention checked

@@ -46,12 +46,12 @@ struct DiskTierInspection {
   std::string state = "absent";  // "ok", or why a session would refuse the file ("not a kvtier tier file", ...)
   std::uint64_t file_bytes = 0;
   std::uint64_t slot_bytes = 0;
-  std::uint64_t slots = 0;           // slots the file has room for
-  std::uint64_t blocks = 0;          // blocks it holds (newest copy of each)
-  std::uint64_t torn = 0;            // slots with a torn or damaged header
-  std::uint64_t superseded = 0;      // older copies of a block
-  std::uint64_t other_layout = 0;    // records of another layout or version
-  std::uint64_t unauthenticated = 0; // records without the key's MAC id
+  std::uint64_t slots = 0;            // slots the file has room for
+  std::uint64_t blocks = 0;           // blocks it holds (newest copy of each)
+  std::uint64_t torn = 0;             // slots with a torn or damaged header
+  std::uint64_t superseded = 0;       // older copies of a block
+  std::uint64_t other_layout = 0;     // records of another layout or version
+  std::uint64_t unauthenticated = 0;  // records without the key's MAC id
   /// With a capacity given: the oldest blocks opening it with that capacity would drop.
   std::uint64_t would_drop = 0;
 };

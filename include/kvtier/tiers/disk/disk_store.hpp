@@ -47,8 +47,8 @@ struct DiskStoreConfig {
   /// link, another user's, not a kvtier tier file (left untouched), or in a
   /// directory others could write (tier_directory.hpp).
   std::filesystem::path file;
-  std::uint32_t slots = 0;     // the tier's capacity in blocks
-  unsigned queue_depth = 32;   // I/O operations in flight
+  std::uint32_t slots = 0;    // the tier's capacity in blocks
+  unsigned queue_depth = 32;  // I/O operations in flight
   /// Blocks whose I/O may wait for room in the queue, beyond the queue depth
   /// (each holds one slot's aligned buffer): a burst of demotions is queued,
   /// not refused. A quarter of the buffers is kept for reads.
@@ -110,9 +110,7 @@ class DiskStore final : public LowerTier {
   /// and leaves the slots that never held a block (parked) alone.
   bool disk_full() const noexcept { return disk_full_; }
   /// Slots the tier does not write while the file system is full.
-  std::size_t parked_slots() const noexcept {
-    return parked_.size() + (disk_full_ ? capacity_ - slots_.size() : 0);
-  }
+  std::size_t parked_slots() const noexcept { return parked_.size() + (disk_full_ ? capacity_ - slots_.size() : 0); }
 
   bool contains(const PositionalLineageHash& plh) const override { return index_.contains(plh); }
   std::optional<g1::TieredBlock> find(const PositionalLineageHash& plh) const override;
@@ -210,12 +208,12 @@ class DiskStore final : public LowerTier {
   std::uint32_t capacity_;
   IoQueue queue_;
   SlotScan recovered_;
-  std::vector<Slot> slots_;  // the slots used so far: grows up to capacity_
+  std::vector<Slot> slots_;                                    // the slots used so far: grows up to capacity_
   std::unordered_map<std::uint32_t, g1::TieredBlock> blocks_;  // of Writing and Resident slots
   std::vector<std::uint32_t> free_;
   std::list<std::uint32_t> lru_;  // evictable resident slots, least recently used first
   std::unordered_map<PositionalLineageHash, std::uint32_t> index_;
-  std::unique_ptr<std::byte[], AlignedFree> buffers_;  // one slot's bytes per operation in flight or backlogged
+  std::unique_ptr<std::byte[], AlignedFree> buffers_;        // one slot's bytes per operation in flight or backlogged
   std::unique_ptr<std::byte[], AlignedFree> zeroed_header_;  // what an invalidation writes
   std::vector<std::uint32_t> free_buffers_;
   std::size_t read_reserve_ = 1;                             // buffers a write leaves for reads

@@ -17,7 +17,7 @@ namespace kvtier::tiers::disk {
 /// `capacity` has its header zeroed. Updates `scan.resident` and returns the
 /// blocks dropped (a block that failed to verify is counted corrupt instead).
 /// The caller truncates the file after. TransferError when a read or write fails.
-std::uint32_t shrink_slots(const DirectFile& file, const SlotGeometry& geometry, SlotScan& scan,
-                           std::uint32_t capacity, std::uint64_t fingerprint, const TierKey* key);
+std::uint32_t shrink_slots(const DirectFile& file, const SlotGeometry& geometry, SlotScan& scan, std::uint32_t capacity,
+                           std::uint64_t fingerprint, const TierKey* key);
 
 }  // namespace kvtier::tiers::disk

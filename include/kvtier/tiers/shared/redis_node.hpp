@@ -74,8 +74,7 @@ class RedisNode {
   };
   Outcome connect(Clock::time_point deadline);
   Outcome authenticate();
-  Outcome send(std::span<const RedisCommand> commands, Clock::time_point deadline,
-               std::vector<RedisReplyPtr>& replies);
+  Outcome send(std::span<const RedisCommand> commands, Clock::time_point deadline, std::vector<RedisReplyPtr>& replies);
   Outcome read_reply(Clock::time_point deadline, RedisReplyPtr& reply);
   /// The context's error in words ("no answer within 250 ms" for a timeout).
   std::string context_error() const;

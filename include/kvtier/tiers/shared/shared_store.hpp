@@ -156,7 +156,7 @@ class SharedStore final : public LowerTier {
 
   SharedStoreConfig config_;
   std::size_t page_bytes_;
-  std::size_t header_bytes_;  // a record header of a full block's tokens
+  std::size_t header_bytes_;     // a record header of a full block's tokens
   std::size_t max_value_bytes_;  // the largest value a block has: header and page
   std::uint64_t fingerprint_;
   std::string key_prefix_;
