@@ -23,31 +23,17 @@
 #include "kvtier/tiers/disk/disk_store.hpp"
 #include "support/record_forgery.hpp"
 #include "support/scratch_directory.hpp"
+#include "support/tier_test_blocks.hpp"
 
 namespace kvtier::tiers::disk {
 namespace {
 
 KvLayout layout(std::uint32_t layers = 2, std::uint32_t heads = 2, std::uint32_t dim = 16) {
-  return KvLayout(
-      KvGeometry{.layers = layers, .kv_heads = heads, .head_dim = dim, .dtype = KvDtype::Bf16, .tokens_per_block = 16},
-      PageLayout::PageMajor, 8);
+  return kvtier::testing::tier_test_layout(layers, heads, dim);
 }
-
-g1::TieredBlock block(std::uint64_t n) {
-  return g1::TieredBlock{.plh = PositionalLineageHash::from_raw(1, n),
-                         .hash = SequenceHash(n * 100),
-                         .parent = std::nullopt,
-                         .local = LocalBlockHash(n),
-                         .token_ids = std::vector<TokenId>(16, static_cast<TokenId>(n))};
-}
-
-std::vector<std::byte> page_of(std::uint64_t n, std::size_t bytes) {
-  std::vector<std::byte> page(bytes);
-  for (std::size_t i = 0; i < bytes; ++i) page[i] = static_cast<std::byte>((n * 13 + i * 7) & 0xFF);
-  return page;
-}
-
-TierKey key_of(char fill) { return TierKey::from_secret(std::vector<std::byte>(32, static_cast<std::byte>(fill))); }
+g1::TieredBlock block(std::uint64_t n) { return kvtier::testing::tier_test_block(n, 1); }
+std::vector<std::byte> page_of(std::uint64_t n, std::size_t bytes) { return kvtier::testing::tier_test_page(n, bytes); }
+TierKey key_of(char fill) { return kvtier::testing::tier_test_key(fill); }
 
 std::string contents(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);

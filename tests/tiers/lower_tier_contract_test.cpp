@@ -20,9 +20,16 @@
 #include "support/record_forgery.hpp"
 #include "support/redis_servers.hpp"
 #include "support/scratch_directory.hpp"
+#include "support/tier_test_blocks.hpp"
 
 namespace kvtier::tiers {
 namespace {
+
+KvLayout layout(std::uint32_t layers = 2, std::uint32_t heads = 2, std::uint32_t dim = 16) {
+  return kvtier::testing::tier_test_layout(layers, heads, dim);
+}
+g1::TieredBlock block(std::uint64_t n) { return kvtier::testing::tier_test_block(n, 5); }
+std::vector<std::byte> page_of(std::uint64_t n, std::size_t bytes) { return kvtier::testing::tier_test_page(n, bytes); }
 
 enum class Kind { Disk, Shared };
 struct Mode {
@@ -30,31 +37,11 @@ struct Mode {
   bool keyed;
 };
 
-KvLayout layout() {
-  return KvLayout(
-      KvGeometry{.layers = 2, .kv_heads = 2, .head_dim = 16, .dtype = KvDtype::Bf16, .tokens_per_block = 16},
-      PageLayout::PageMajor, 1);
-}
-
-g1::TieredBlock block(std::uint64_t n) {
-  return g1::TieredBlock{.plh = PositionalLineageHash::from_raw(5, n),
-                         .hash = SequenceHash(n * 10),
-                         .parent = n > 1 ? std::optional<SequenceHash>((n - 1) * 10) : std::nullopt,
-                         .local = LocalBlockHash(n),
-                         .token_ids = std::vector<TokenId>(16, static_cast<TokenId>(n))};
-}
-
-std::vector<std::byte> page_of(std::uint64_t n, std::size_t bytes) {
-  std::vector<std::byte> page(bytes);
-  for (std::size_t i = 0; i < bytes; ++i) page[i] = static_cast<std::byte>((n * 29 + i * 3) & 0xFF);
-  return page;
-}
-
 class LowerTierContract : public ::testing::TestWithParam<Mode> {
  protected:
   void SetUp() override {
     scratch_ = std::make_unique<kvtier::testing::ScratchDirectory>("kvtier-lower-contract");
-    if (GetParam().keyed) key_ = TierKey::from_secret(std::vector<std::byte>(32, std::byte{0x42}));
+    if (GetParam().keyed) key_ = kvtier::testing::tier_test_key(0x42);
     if (GetParam().kind == Kind::Shared) {
       if (!kvtier::testing::RedisServers::available()) GTEST_SKIP() << "no redis-server";
       redis_ = std::make_unique<kvtier::testing::RedisServers>(1);

@@ -25,6 +25,7 @@
 
 #include "support/record_forgery.hpp"
 #include "support/redis_servers.hpp"
+#include "support/tier_test_blocks.hpp"
 
 namespace kvtier::tiers::shared {
 namespace {
@@ -32,27 +33,12 @@ namespace {
 using kvtier::testing::RedisServers;
 using Clock = std::chrono::steady_clock;
 
-KvLayout layout() {
-  return KvLayout(
-      KvGeometry{.layers = 2, .kv_heads = 2, .head_dim = 16, .dtype = KvDtype::Bf16, .tokens_per_block = 16},
-      PageLayout::PageMajor, 1);
+KvLayout layout(std::uint32_t layers = 2, std::uint32_t heads = 2, std::uint32_t dim = 16) {
+  return kvtier::testing::tier_test_layout(layers, heads, dim);
 }
-
-g1::TieredBlock block(std::uint64_t n) {
-  return g1::TieredBlock{.plh = PositionalLineageHash::from_raw(9, n),
-                         .hash = SequenceHash(n * 100),
-                         .parent = std::nullopt,
-                         .local = LocalBlockHash(n),
-                         .token_ids = std::vector<TokenId>(16, static_cast<TokenId>(n))};
-}
-
-std::vector<std::byte> page_of(std::uint64_t n, std::size_t bytes) {
-  std::vector<std::byte> page(bytes);
-  for (std::size_t i = 0; i < bytes; ++i) page[i] = static_cast<std::byte>((n * 31 + i * 5) & 0xFF);
-  return page;
-}
-
-TierKey key_of(char fill) { return TierKey::from_secret(std::vector<std::byte>(32, static_cast<std::byte>(fill))); }
+g1::TieredBlock block(std::uint64_t n) { return kvtier::testing::tier_test_block(n, 9); }
+std::vector<std::byte> page_of(std::uint64_t n, std::size_t bytes) { return kvtier::testing::tier_test_page(n, bytes); }
+TierKey key_of(char fill) { return kvtier::testing::tier_test_key(fill); }
 
 SharedStoreConfig config(const std::vector<std::string>& urls, std::optional<TierKey> key = std::nullopt) {
   SharedStoreConfig c{.endpoints = {}, .key_namespace = "hostile", .key = std::move(key)};
