@@ -10,8 +10,18 @@
 #include <cmath>
 #include <memory>
 
+#include <hiredis/hiredis.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
 #include "kvtier/memory/host_runtime.hpp"
 #include "kvtier/replay/replayer.hpp"
+#include "kvtier/tiers/block_record.hpp"
+#include "kvtier/tiers/shared/redis_node.hpp"
+#include "kvtier/tiers/shared/redis_url.hpp"
+#include "support/record_forgery.hpp"
 #include "support/redis_servers.hpp"
 #include "support/scratch_directory.hpp"
 
@@ -179,6 +189,51 @@ TEST(ReplayerShared, FourInstancesOnAStalledStoreEndWithinTheBound) {
   EXPECT_GT(stalled.g4_errors, 0U);
   EXPECT_EQ(stalled.g4_answered, 0U);
   EXPECT_EQ(stalled.mismatches, 0U);
+}
+
+// Issue 31, C2: flip a payload and recompute both checksums in Redis, and the
+// replay fetched 4,370 blocks "verified" with 4,455 mismatches. Under a tier
+// key every forged value is refused, counted and deleted: no wrong byte.
+TEST(ReplayerShared, ForgedValuesAreServedWithoutATierKeyAndRefusedWithOne) {
+  RedisServers redis(1, "1gb");
+  KVTIER_REQUIRE_REDIS(redis);
+  kvtier::testing::ScratchDirectory scratch("kvtier-replay-forged-g4");
+  const std::filesystem::path key = scratch.path() / "key";
+  std::ofstream(key) << "a tier key of more than thirty-two bytes of secret";
+  std::filesystem::permissions(key, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  memory::HostRuntime runtime;
+  const auto trace = read_trace_file(KVTIER_SHARED_TRACE, 80);
+  for (const bool keyed : {false, true}) {
+    const std::string space = keyed ? "forged-keyed" : "forged";
+    ReplayConfig c = config(g1::G1Backend::Native, 1500, 128, 500, redis.urls(), space);
+    if (keyed) c.session.tier_key_file = key;
+    const auto first = replay(runtime, c, trace);
+    ASSERT_GT(first.g4_blocks_published, 0U);
+    // Everything under the namespace, forged by a client without the key.
+    const std::string keys = redis.cli(0, "--scan --pattern '" + space + ":*'");
+    tiers::shared::RedisNode node(tiers::shared::parse_redis_url(redis.urls()[0]), tiers::shared::RedisNodeLimits{});
+    std::size_t forged = 0;
+    std::istringstream lines(keys);
+    for (std::string k; std::getline(lines, k);) {
+      const tiers::shared::RedisCommand get{.args = {"GET", k}};
+      auto got = node.pipeline(std::span(&get, 1));
+      ASSERT_NE(got[0], nullptr);
+      std::string value(got[0]->str, got[0]->len);
+      kvtier::testing::forge_record(std::as_writable_bytes(std::span(value.data(), value.size())),
+                                    tiers::record_header_bytes(0));
+      const tiers::shared::RedisCommand set{.args = {"SET", k, value}};
+      ASSERT_NE(node.pipeline(std::span(&set, 1))[0], nullptr);
+      ++forged;
+    }
+    ASSERT_GT(forged, 0U);
+    const auto second = replay(runtime, c, trace);  // a new instance: cold G1 and G2
+    if (!keyed) {
+      EXPECT_GT(second.mismatches, 0U) << "the threat docs/shared-tier.md describes";
+      continue;
+    }
+    EXPECT_EQ(second.mismatches, 0U);  // hits now are blocks it published again after refusing the forgeries
+    EXPECT_GT(second.g4_authentication_failures, 0U);
+  }
 }
 
 }  // namespace
