@@ -32,9 +32,9 @@ set +e
 "$kvtier" replay --shared-tier "$url" >/dev/null 2>&1; [[ $? -eq 2 ]] || exit 1
 "$kvtier" bench shared --shared-tier redis://127.0.0.1:1 --megabytes 1 >/dev/null 2>&1; [[ $? -eq 2 ]] || exit 1
 "$kvtier" bench shared --shared-tier "$url" --page-bytes 100 >/dev/null 2>&1; [[ $? -eq 2 ]] || exit 1
-"$kvtier" replay --device host --capacity 256 --host-blocks 64 --shared-tier redis://127.0.0.1:1 \
+"$kvtier" replay --device host --capacity 256 --host-blocks 64 --max-requests 48 --shared-tier redis://127.0.0.1:1 \
   --json "$work/down.json" >/dev/null 2>"$work/down.err"; [[ $? -eq 3 ]] || exit 1
-"$kvtier" replay --device host --capacity 256 --host-blocks 64 --shared-tier redis://127.0.0.1:1 \
+"$kvtier" replay --device host --capacity 256 --host-blocks 64 --max-requests 48 --shared-tier redis://127.0.0.1:1 \
   --shared-tolerate-down >/dev/null 2>&1 || exit 1
 set -e
 grep -q '"g4_errors": [1-9]' "$work/down.json"

@@ -100,8 +100,8 @@ TEST(ReplayerShared, BesideG3TheNearestTierServesAndG4ServesAnInstanceWithoutThe
   }
 }
 
-/// Four instances on the first 200 requests of the Mooncake trace without a
-/// shared tier: what G4 is measured against; its wall time in `seconds`.
+/// Four instances on requests of the Mooncake trace without a shared tier:
+/// what G4 is measured against; its wall time in `seconds`.
 ReplayReport four_instances_alone(memory::Runtime& runtime, const std::vector<TraceRequest>& trace,
                                   double* seconds = nullptr) {
   ReplayConfig alone = config(g1::G1Backend::Native, 1500, 128, 500, {}, "");
@@ -165,7 +165,7 @@ TEST(ReplayerShared, FourInstancesOnAStalledStoreEndWithinTheBound) {
   RedisServers redis(1, "2gb");
   KVTIER_REQUIRE_REDIS(redis);
   memory::HostRuntime runtime;
-  const auto trace = read_trace_file(KVTIER_SHARED_TRACE, 200);
+  const auto trace = read_trace_file(KVTIER_SHARED_TRACE, 100);
   double alone_s = 0.0;
   const auto without = four_instances_alone(runtime, trace, &alone_s);
   ReplayConfig c = config(g1::G1Backend::Native, 1500, 128, 500, redis.urls(), "stalled");
@@ -202,7 +202,7 @@ TEST(ReplayerShared, ForgedValuesAreServedWithoutATierKeyAndRefusedWithOne) {
   std::ofstream(key) << "a tier key of more than thirty-two bytes of secret";
   std::filesystem::permissions(key, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
   memory::HostRuntime runtime;
-  const auto trace = read_trace_file(KVTIER_SHARED_TRACE, 80);
+  const auto trace = read_trace_file(KVTIER_SHARED_TRACE, 50);
   for (const bool keyed : {false, true}) {
     const std::string space = keyed ? "forged-keyed" : "forged";
     ReplayConfig c = config(g1::G1Backend::Native, 1500, 128, 500, redis.urls(), space);
