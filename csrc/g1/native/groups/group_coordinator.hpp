@@ -1,0 +1,124 @@
+#pragma once
+// KV cache groups on one page pool (../shared/spec/model-geometry.md sections
+// 2-4; vLLM's HybridKVCacheCoordinator over its BlockPool): every group draws
+// pages from one NativeBlockPool and one eviction order, a request holds one
+// table per group, a group's cache key is (hash, group), and the null page
+// fills the positions a group no longer (or never) needs. The coordinator
+// owns what crosses groups — the prefix hit's fixed point, atomic allocation
+// with every group's hits taken first, tail-first release group by group —
+// and asks each group's GroupRule for what is kind-specific.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "g1/native/groups/group_rule.hpp"
+#include "g1/native/native_block_pool.hpp"
+#include "kvtier/core/model_geometry.hpp"
+#include "kvtier/g1/g1_types.hpp"
+
+namespace kvtier::g1 {
+
+/// A prefix hit across groups: the common length every group can serve, and
+/// how much longer the first group looked up (full attention where there is
+/// one) could have served — a shared prefix a sparse group has not
+/// checkpointed (vLLM's uncached common prefix).
+struct GroupHit {
+  std::size_t tokens = 0;
+  std::size_t uncached_common_prefix = 0;
+};
+
+/// Pages of one group: held by requests (active) and cached with no holder (inactive).
+struct GroupUsage {
+  std::size_t active = 0;
+  std::size_t inactive = 0;
+  friend bool operator==(const GroupUsage&, const GroupUsage&) = default;
+};
+
+class GroupCoordinator {
+ public:
+  /// `capacity` pages in all, the null page (when the geometry has one) among them.
+  GroupCoordinator(ModelGeometry geometry, std::uint32_t capacity, bool enable_prefix_caching);
+  GroupCoordinator(const GroupCoordinator&) = delete;
+  GroupCoordinator& operator=(const GroupCoordinator&) = delete;
+
+  const ModelGeometry& geometry() const noexcept { return geometry_; }
+  std::size_t group_count() const noexcept { return rules_.size(); }
+
+  /// The hit a prompt of `prompt_tokens` tokens (its hashes at the hash unit)
+  /// would take now: the fixed point from vLLM's candidate `prompt_tokens - 1`
+  /// (a single full-attention group: `prompt_tokens`), in scheduler units.
+  GroupHit find_hit(std::span<const SequenceHash> hashes, std::size_t prompt_tokens) const;
+
+  /// Gives `owner` slots for `tokens` tokens. A new owner first takes the
+  /// cached prefix of `reuse_tokens` (a scheduler-unit multiple every group
+  /// serves now: ContractError otherwise); a running one first releases the
+  /// blocks its computed length skips — which stands even when the pages then
+  /// run out. Every group's hits are taken before any fresh page, and the
+  /// fresh pages of all groups come together or not at all: false when the
+  /// pool cannot give them (nothing else changed).
+  bool allocate(OwnerId owner, std::span<const SequenceHash> hashes, std::size_t tokens, std::size_t reuse_tokens = 0);
+  /// `owner` has computed its first `computed` tokens: the blocks each group
+  /// caches up to the last scheduler boundary enter the hash index.
+  void finalize(OwnerId owner, std::span<const SequenceHash> hashes, std::size_t computed);
+  /// Releases every table, group 0's first, each tail first.
+  void free(OwnerId owner);
+  /// A new scheduler step: Mamba states cached before it may now be hit.
+  void begin_step() noexcept { ++step_; }
+
+  bool has_owner(OwnerId owner) const { return owners_.contains(owner); }
+  std::size_t computed_tokens(OwnerId owner) const;
+  /// The owner's table in `group`: page ids, the null page where it stands.
+  std::span<const PageId> table(OwnerId owner, std::size_t group) const;
+  /// The reserved null page; nullopt without one.
+  std::optional<PageId> null_page() const noexcept { return null_page_; }
+  /// Pages any request may hold: the capacity less the null page.
+  std::size_t usable_capacity() const noexcept { return pool_.capacity() - (null_page_ ? 1U : 0U); }
+  /// Pages neither held nor cached.
+  std::size_t free_pages() const noexcept { return pool_.free_capacity(); }
+  std::vector<GroupUsage> usage() const;
+  /// Cached pages no request holds, the next victim first.
+  std::vector<PageId> eviction_order() const { return pool_.inactive_order(); }
+  /// Hashes of `group` whose last cached copy was evicted, oldest first, since the last call.
+  std::vector<SequenceHash> take_removed(std::size_t group);
+  /// InvariantError when the tables, the pool and the null page disagree.
+  void audit() const;
+
+ private:
+  struct Table {
+    std::vector<PageId> pages;
+    std::size_t considered = 0;  // leading blocks whose caching is settled
+  };
+  struct Owner {
+    std::vector<Table> tables;
+    std::size_t computed = 0;
+  };
+  class Lookup;
+
+  std::uint64_t cache_key(SequenceHash hash, std::size_t group) const noexcept;
+  /// The hash that names block `block` of `group`: its last hash unit's.
+  std::size_t hash_index(std::size_t group, std::size_t block) const noexcept;
+  std::optional<PageId> cached_page(std::span<const SequenceHash> hashes, std::size_t group, std::size_t block) const;
+  bool is_null(PageId page) const noexcept { return null_page_ && page == *null_page_; }
+  /// The fixed point at most `candidate` tokens.
+  GroupHit fixed_point(std::span<const SequenceHash> hashes, std::size_t candidate) const;
+  void release_skipped(Owner& owner);
+  void note_removed(std::span<const SequenceHash> keys);
+
+  ModelGeometry geometry_;
+  std::vector<std::unique_ptr<GroupRule>> rules_;
+  std::vector<std::size_t> lookup_order_;  // full attention first
+  bool caching_;
+  NativeBlockPool pool_;
+  std::optional<PageId> null_page_;
+  std::vector<std::uint8_t> page_group_;  // the group a page was last taken for
+  std::unordered_map<OwnerId, Owner> owners_;
+  std::unordered_map<std::uint64_t, std::pair<SequenceHash, std::size_t>> cached_keys_;  // key -> (hash, group)
+  std::vector<std::vector<SequenceHash>> removed_;                                       // by group
+  std::unordered_map<std::uint32_t, std::uint64_t> state_step_;  // Mamba page -> step it was cached in
+  std::uint64_t step_ = 0;
+};
+
+}  // namespace kvtier::g1
