@@ -17,6 +17,10 @@ elseif(NOT KVTIER_SANITIZER STREQUAL "")
   message(FATAL_ERROR "KVTIER_SANITIZER must be empty, 'address', 'thread' or 'fuzzer', not '${KVTIER_SANITIZER}'")
 endif()
 if(NOT KVTIER_SANITIZER STREQUAL "")
+  # -O1, as the sanitizers' own docs advise: about 1.6x faster to compile than
+  # -O2 and still fast enough to run every test (tests/CMakeLists.txt builds
+  # the test code itself at -O0).
+  add_compile_options(-O1)
   # Line tables are all a sanitizer report needs (file:line in every frame);
   # RelWithDebInfo's full -g made these builds about 2.5x slower to compile.
   add_compile_options(-g1)

@@ -9,8 +9,6 @@
 namespace kvtier {
 namespace {
 
-std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
-
 // Seeds each sequence's engine without touching /dev/urandom per request.
 std::uint64_t next_sequence_seed() {
   thread_local std::mt19937_64 seeds{std::random_device{}()};

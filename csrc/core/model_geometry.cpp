@@ -4,6 +4,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "kvtier/core/checked_arithmetic.hpp"
 #include "kvtier/core/errors.hpp"
 
 namespace kvtier {
@@ -13,9 +14,7 @@ constexpr std::uint64_t kMaxSchedulerBlockSize = std::uint64_t{1} << 20;
 
 constexpr GroupKind kKinds[] = {GroupKind::FullAttention, GroupKind::SlidingWindow,    GroupKind::ChunkedLocalAttention,
                                 GroupKind::MlaAttention,  GroupKind::SlidingWindowMla, GroupKind::Mamba};
-constexpr MambaMode kModes[] = {MambaMode::None, MambaMode::Align, MambaMode::All};
-
-std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
+constexpr MambaMode kMambaModes[] = {MambaMode::None, MambaMode::Align, MambaMode::All};
 
 /// Every field a kind needs is set, every field of another kind is left 0.
 void validate(const GroupSpec& g, std::size_t index) {
@@ -88,7 +87,7 @@ const char* mamba_mode_name(MambaMode mode) noexcept {
 }
 
 MambaMode parse_mamba_mode(std::string_view name) {
-  for (const MambaMode mode : kModes) {
+  for (const MambaMode mode : kMambaModes) {
     if (name == mamba_mode_name(mode)) return mode;
   }
   throw ConfigError("unknown mamba_mode '" + std::string(name) + "' (none, align, all)");

@@ -21,7 +21,7 @@ class CountingSink final : public KvEventSink {
   std::size_t events = 0;
 };
 
-double median(std::vector<double> values) {
+double exact_median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   const std::size_t n = values.size();
   return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
@@ -96,9 +96,9 @@ AllocatorCycleResult measure_allocator_cycle(const RequestStream& s, g1::G1Backe
     result.metadata_bytes_per_page = static_cast<double>(manager.metadata_bytes()) / s.pages;
     result.events_per_round = sink->events;
   }
-  result.blocks_per_second = median(backend_rates);
-  result.floor_blocks_per_second = median(floor_rates);
-  result.fraction_of_floor = median(fractions);
+  result.blocks_per_second = exact_median(backend_rates);
+  result.floor_blocks_per_second = exact_median(floor_rates);
+  result.fraction_of_floor = exact_median(fractions);
   return result;
 }
 

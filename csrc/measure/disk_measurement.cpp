@@ -1,4 +1,5 @@
 #include "kvtier/measure/disk_measurement.hpp"
+#include "kvtier/core/aligned_bytes.hpp"
 
 #include <unistd.h>
 
@@ -32,12 +33,8 @@ using detail::median;
 using detail::seconds_since;
 constexpr std::size_t kCeilingChunk = std::size_t{8} << 20;
 
-KvLayout layout_of(std::size_t page_bytes) { return detail::tier_bench_layout(page_bytes, "disk"); }
-g1::TieredBlock block_of(std::uint64_t n) { return detail::tier_bench_block(n); }
-
-struct AlignedFree {
-  void operator()(std::byte* p) const noexcept { std::free(p); }
-};
+KvLayout disk_page_layout(std::size_t page_bytes) { return detail::tier_bench_layout(page_bytes, "disk"); }
+using detail::tier_bench_block;
 
 /// The store's side: writes `blocks` fresh blocks keeping the queue full, then
 /// reads them all back (verified) the same way; seconds of each.
@@ -46,7 +43,7 @@ std::pair<double, double> time_store(tiers::disk::DiskStore& store, std::span<co
   std::vector<SequenceHash> evicted;
   const auto start_write = Clock::now();
   for (std::size_t i = 0; i < blocks; ++i) {
-    while (store.write(block_of(first + i), payload, evicted) == tiers::LowerTier::WriteStart::NoRoom) {
+    while (store.write(tier_bench_block(first + i), payload, evicted) == tiers::LowerTier::WriteStart::NoRoom) {
       if (store.in_flight() == 0) throw ConfigError("the disk tier refuses a write with nothing in flight");
       (void)store.wait_some();
     }
@@ -64,7 +61,7 @@ std::pair<double, double> time_store(tiers::disk::DiskStore& store, std::span<co
       std::vector<PositionalLineageHash> plhs;
       std::vector<std::byte*> pages(n,
                                     page.data());  // every block lands in the same page: the bytes are checked before
-      for (std::size_t i = 0; i < n; ++i) plhs.push_back(block_of(first + next + i).plh);
+      for (std::size_t i = 0; i < n; ++i) plhs.push_back(tier_bench_block(first + next + i).plh);
       if (store.read(plhs, pages)) next += n;
     }
     const tiers::LowerTierProgress progress = store.wait_some();
@@ -111,7 +108,7 @@ std::pair<double, double> time_ceiling(const std::filesystem::path& path, std::s
 
 DiskPoint measure_disk(const std::filesystem::path& dir, std::size_t page_bytes, unsigned queue_depth,
                        std::size_t bytes, std::size_t iterations) {
-  const KvLayout layout = layout_of(page_bytes);
+  const KvLayout layout = disk_page_layout(page_bytes);
   if (iterations == 0) throw ConfigError("the disk bench needs at least one iteration");
   std::filesystem::create_directories(dir);
   const std::filesystem::path store_file = dir / "bench-g3.slots";

@@ -32,8 +32,8 @@ using detail::Clock;
 using detail::median;
 using detail::seconds_since;
 
-KvLayout layout_of(std::size_t page_bytes) { return detail::tier_bench_layout(page_bytes, "shared"); }
-g1::TieredBlock block_of(std::uint64_t n) { return detail::tier_bench_block(n); }
+KvLayout shared_page_layout(std::size_t page_bytes) { return detail::tier_bench_layout(page_bytes, "shared"); }
+using detail::tier_bench_block;
 
 std::vector<std::byte> payload_of(std::size_t bytes, std::uint64_t seed) {
   std::vector<std::byte> page(bytes);
@@ -58,7 +58,7 @@ StoreTimes time_store(tiers::shared::SharedStore& store, std::span<const std::by
     const std::size_t n = std::min(batch, blocks - first);
     const auto start = Clock::now();
     for (std::size_t i = 0; i < n; ++i) {
-      if (store.write(block_of(first + i), payload, none) != tiers::LowerTier::WriteStart::Started) {
+      if (store.write(tier_bench_block(first + i), payload, none) != tiers::LowerTier::WriteStart::Started) {
         throw ConfigError("the shared tier refused a publish (batch larger than its in-flight bound?)");
       }
     }
@@ -73,7 +73,7 @@ StoreTimes time_store(tiers::shared::SharedStore& store, std::span<const std::by
   for (std::size_t first = 0; first < blocks; first += batch) {
     const std::size_t n = std::min(batch, blocks - first);
     std::vector<PositionalLineageHash> plhs;
-    for (std::size_t i = 0; i < n; ++i) plhs.push_back(block_of(first + i).plh);
+    for (std::size_t i = 0; i < n; ++i) plhs.push_back(tier_bench_block(first + i).plh);
     const auto start = Clock::now();
     const auto found = store.lookup(plhs);
     if (std::count_if(found.begin(), found.end(), [](const auto& b) { return b.has_value(); }) !=
@@ -142,7 +142,7 @@ SharedPoint measure_shared(const std::vector<std::string>& urls, std::size_t pag
                            std::size_t bytes, std::size_t iterations) {
   if (batch == 0 || batch > 4096) throw ConfigError("a shared bench batch must be in 1..4096 blocks");
   if (iterations == 0) throw ConfigError("iterations must be at least 1");
-  const KvLayout layout = layout_of(page_bytes);
+  const KvLayout layout = shared_page_layout(page_bytes);
   std::vector<tiers::shared::RedisEndpoint> endpoints;
   for (const std::string& url : urls) endpoints.push_back(tiers::shared::parse_redis_url(url));
   if (endpoints.empty()) throw ConfigError("the shared bench needs a redis:// URL");
@@ -177,7 +177,7 @@ SharedPoint measure_shared(const std::vector<std::string>& urls, std::size_t pag
       }
       std::vector<tiers::shared::RedisCommand> cleanup;
       std::vector<std::string> keys;
-      for (std::size_t i = 0; i < blocks; ++i) keys.push_back(store.key(block_of(i).plh));
+      for (std::size_t i = 0; i < blocks; ++i) keys.push_back(store.key(tier_bench_block(i).plh));
       for (const std::string& k : keys) cleanup.push_back(tiers::shared::RedisCommand{.args = {"DEL", k}});
       (void)raw.run(cleanup);
     }

@@ -29,7 +29,7 @@ KvLayout layout_for(std::size_t page_bytes, std::size_t pages) {
   return KvLayout(geometry_for(page_bytes), PageLayout::PageMajor, static_cast<std::uint32_t>(pages));
 }
 
-double seconds_since(std::chrono::steady_clock::time_point start) {
+double elapsed_seconds(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
@@ -90,7 +90,7 @@ double SwapFixture::time_copies(const std::vector<CopyDescriptor>& copies, bool 
   }
   stream.record(done);
   done.synchronize();
-  return seconds_since(start);
+  return elapsed_seconds(start);
 }
 
 double SwapFixture::time_staged(bool swap_out) {
@@ -104,7 +104,7 @@ double SwapFixture::time_staged(bool swap_out) {
   }
   stream.record(done);
   done.synchronize();
-  return seconds_since(start);
+  return elapsed_seconds(start);
 }
 
 double SwapFixture::time_engine_swap_out() {
@@ -128,7 +128,7 @@ double SwapFixture::time_engine_swap_out() {
   const auto start = std::chrono::steady_clock::now();
   const auto ticket = engine->swap_out(victims);
   const auto progress = engine->poll(true);
-  const double seconds = seconds_since(start);
+  const double seconds = elapsed_seconds(start);
   if (ticket.quarantined.size() != batch || progress.completed.size() != 1 || !progress.failed.empty()) {
     throw ConfigError("the offload engine did not copy every block");
   }

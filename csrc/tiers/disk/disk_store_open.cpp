@@ -12,6 +12,7 @@
 #include <cstring>
 #include <string>
 
+#include "kvtier/core/aligned_bytes.hpp"
 #include "kvtier/core/errors.hpp"
 #include "kvtier/core/expects.hpp"
 #include "kvtier/memory/memory_budget.hpp"
@@ -43,16 +44,8 @@ std::string gigabytes(std::uint64_t bytes) {
   return text;
 }
 
-struct AlignedFree {
-  void operator()(std::byte* p) const noexcept { std::free(p); }
-};
-using AlignedBytes = std::unique_ptr<std::byte[], AlignedFree>;
-
 AlignedBytes aligned_bytes(std::size_t bytes) {
-  AlignedBytes out(static_cast<std::byte*>(std::aligned_alloc(kRecordAlignment, bytes)));
-  if (!out) throw AllocationError("cannot allocate " + std::to_string(bytes) + " bytes for the disk tier");
-  std::memset(out.get(), 0, bytes);
-  return out;
+  return allocate_aligned(kRecordAlignment, bytes, std::to_string(bytes) + " bytes for the disk tier");
 }
 
 /// The file system must have room for the whole tier: a sparse file fills
@@ -114,8 +107,6 @@ std::uint32_t count_records(const DirectFile& file, TierFileCheck check, const T
 }
 
 }  // namespace
-
-void DiskStore::AlignedFree::operator()(std::byte* p) const noexcept { std::free(p); }
 
 DiskStore::DiskStore(const DiskStoreConfig& config, const KvLayout& layout)
     : key_(config.key),

@@ -1,4 +1,5 @@
 #include "kvtier/tiers/disk/slot_scan.hpp"
+#include "kvtier/core/aligned_bytes.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -16,10 +17,6 @@ namespace {
 std::size_t aligned_up(std::size_t bytes) noexcept {
   return (bytes + kRecordAlignment - 1) / kRecordAlignment * kRecordAlignment;
 }
-
-struct AlignedFree {
-  void operator()(std::byte* p) const noexcept { std::free(p); }
-};
 
 }  // namespace
 

@@ -1,4 +1,5 @@
 #include "kvtier/tiers/disk/slot_shrink.hpp"
+#include "kvtier/core/aligned_bytes.hpp"
 
 #include <unistd.h>
 
@@ -14,10 +15,6 @@
 
 namespace kvtier::tiers::disk {
 namespace {
-
-struct AlignedFree {
-  void operator()(std::byte* p) const noexcept { std::free(p); }
-};
 
 void read_at(const DirectFile& file, std::span<std::byte> into, std::uint64_t offset) {
   std::size_t done = 0;

@@ -1,4 +1,5 @@
 #include "kvtier/tiers/disk/tier_file_header.hpp"
+#include "kvtier/core/aligned_bytes.hpp"
 
 #include <xxhash.h>
 
@@ -47,10 +48,6 @@ std::uint64_t checksum(std::span<const std::byte> header) noexcept {
   std::memset(copy + kChecksumAt, 0, sizeof(std::uint64_t));
   return XXH3_64bits(copy, kUsedBytes);
 }
-
-struct AlignedFree {
-  void operator()(std::byte* p) const noexcept { std::free(p); }
-};
 
 /// One header's bytes, aligned for O_DIRECT.
 std::unique_ptr<std::byte[], AlignedFree> header_buffer() {

@@ -20,4 +20,10 @@ constexpr std::optional<T> checked_mul(T a, T b) noexcept {
   return product;
 }
 
+/// a / b rounded up (b > 0; a + b - 1 must not wrap: sizes already checked).
+template <std::unsigned_integral T>
+constexpr T ceil_div(T a, T b) noexcept {
+  return (a + b - 1) / b;
+}
+
 }  // namespace kvtier

@@ -31,6 +31,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kvtier/core/aligned_bytes.hpp"
 #include "kvtier/core/kv_layout.hpp"
 #include "kvtier/g1/offload_tier.hpp"
 #include "kvtier/tiers/disk/direct_file.hpp"
@@ -195,10 +196,6 @@ class DiskStore final : public LowerTier {
   /// The result an injected fault turns `result` into.
   std::int64_t faulted(Phase phase, const Slot& slot, std::int64_t result);
 
-  struct AlignedFree {
-    void operator()(std::byte* p) const noexcept;
-  };
-
   std::optional<TierKey> key_;
   const TierKey* key() const noexcept { return key_ ? &*key_ : nullptr; }
   std::optional<TierDirectory> directory_;
@@ -213,8 +210,8 @@ class DiskStore final : public LowerTier {
   std::vector<std::uint32_t> free_;
   std::list<std::uint32_t> lru_;  // evictable resident slots, least recently used first
   std::unordered_map<PositionalLineageHash, std::uint32_t> index_;
-  std::unique_ptr<std::byte[], AlignedFree> buffers_;        // one slot's bytes per operation in flight or backlogged
-  std::unique_ptr<std::byte[], AlignedFree> zeroed_header_;  // what an invalidation writes
+  AlignedBytes buffers_;        // one slot's bytes per operation in flight or backlogged
+  AlignedBytes zeroed_header_;  // what an invalidation writes
   std::vector<std::uint32_t> free_buffers_;
   std::size_t read_reserve_ = 1;                             // buffers a write leaves for reads
   std::unordered_map<std::uint64_t, Operation> operations_;  // by tag
