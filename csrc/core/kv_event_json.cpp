@@ -20,6 +20,12 @@ nlohmann::ordered_json to_json(const KvEvent& event) {
     for (SequenceHash hash : removed.hashes) hashes.push_back(hash.value());
     out["hashes"] = std::move(hashes);
   }
+  if (event.group) {
+    out["group"] = event.group->index;
+    out["kind"] = event.group->kind;
+    out["sliding_window"] = event.group->sliding_window ? nlohmann::ordered_json(*event.group->sliding_window)
+                                                        : nlohmann::ordered_json(nullptr);
+  }
   return out;
 }
 

@@ -9,19 +9,21 @@ void KvEventPublisher::attach(std::shared_ptr<KvEventSink> sink) {
   if (sink) sinks_.push_back(std::move(sink));
 }
 
-void KvEventPublisher::publish_stored(StorageTier tier, KvStored stored) {
+void KvEventPublisher::publish_stored(StorageTier tier, KvStored stored, std::optional<KvEventGroup> group) {
   if (stored.blocks.empty()) return;
-  publish(tier, std::move(stored));
+  publish(tier, std::move(stored), std::move(group));
 }
 
-void KvEventPublisher::publish_removed(StorageTier tier, KvRemoved removed) {
+void KvEventPublisher::publish_removed(StorageTier tier, KvRemoved removed, std::optional<KvEventGroup> group) {
   if (removed.hashes.empty()) return;
-  publish(tier, std::move(removed));
+  publish(tier, std::move(removed), std::move(group));
 }
 
-void KvEventPublisher::publish(StorageTier tier, std::variant<KvStored, KvRemoved> data) {
+void KvEventPublisher::publish(StorageTier tier, std::variant<KvStored, KvRemoved> data,
+                               std::optional<KvEventGroup> group) {
   if (sinks_.empty()) return;
-  const KvEvent event{.id = next_id_++, .dp_rank = dp_rank_, .tier = tier, .data = std::move(data)};
+  const KvEvent event{
+      .id = next_id_++, .dp_rank = dp_rank_, .tier = tier, .data = std::move(data), .group = std::move(group)};
   for (const auto& sink : sinks_) {
     try {
       sink->publish(event);

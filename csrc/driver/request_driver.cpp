@@ -15,9 +15,55 @@ std::size_t RequestDriver::resident_prefix(const ActiveSequence& sequence) const
   return n;
 }
 
+g1::G1Acquire RequestDriver::allocate_groups(g1::OwnerId owner, ActiveSequence& sequence, std::size_t tokens,
+                                             std::optional<std::size_t> reuse) {
+  // A new request takes the prefix hit of its prompt (or the `reuse` blocks
+  // of the manager's block size it names), when the allocation covers it.
+  std::size_t reuse_tokens = 0;
+  if (!manager_->has_owner(owner)) {
+    if (reuse) {
+      reuse_tokens = *reuse * manager_->block_size();
+    } else if (manager_->enable_prefix_caching()) {
+      const std::size_t hit = manager_->get_prefill_cost(sequence).cached_tokens;
+      reuse_tokens = hit <= tokens ? hit : 0;
+    }
+  } else {
+    KVTIER_EXPECTS(!reuse || *reuse == 0, "a running request takes no prefix hit");
+  }
+  const g1::G1Acquire acquire = manager_->allocate_slots(owner, sequence, tokens, reuse_tokens);
+  if (acquire.is_ready()) sequence.commit_allocation(std::max(tokens, sequence.num_allocated_tokens()));
+  return acquire;
+}
+
+DecodeStep RequestDriver::decode_groups(g1::OwnerId owner, ActiveSequence& sequence, std::optional<TokenId> token) {
+  KVTIER_EXPECTS(manager_->has_owner(owner) && sequence.num_allocated_tokens() == sequence.len(), "allocated up to ",
+                 sequence.num_allocated_tokens(), " of its ", sequence.len(), " tokens: allocate it before generating");
+  // The step that sampled this token ran on every token before it: they are
+  // computed (their blocks cached, the skipped ones released below).
+  manager_->finalize_computed_prefix(owner, 0, sequence.len(), &sequence);
+  DecodeStep step;
+  step.signals = token ? sequence.push(*token) : sequence.generate();
+  step.applied = step.signals.size();
+  step.finished = !step.signals.empty() && std::holds_alternative<DerefSignal>(step.signals.back());
+  if (step.finished) {
+    manager_->free_slots(owner);
+    sequence.commit_allocation(0);
+    step.acquire = g1::G1Acquire::ready(step.signals.size());
+    return step;
+  }
+  step.acquire = manager_->allocate_slots(owner, sequence, sequence.len());
+  if (!step.acquire.is_ready()) {
+    step.applied = 0;
+    return step;  // the token stays, unallocated: the next step retries its slot
+  }
+  sequence.commit_allocation(sequence.len());
+  return step;
+}
+
 g1::G1Acquire RequestDriver::allocate(g1::OwnerId owner, ActiveSequence& sequence, std::size_t cumulative_tokens,
                                       std::optional<std::size_t> reuse) {
   KVTIER_EXPECTS(cumulative_tokens <= sequence.len(), "cannot allocate past the sequence length");
+  if (manager_->has_groups()) return allocate_groups(owner, sequence, cumulative_tokens, reuse);
   const auto use = sequence.prepare_allocation(cumulative_tokens);
   if (!use) {
     sequence.commit_allocation(std::max(cumulative_tokens, sequence.num_allocated_tokens()));
@@ -52,6 +98,7 @@ void RequestDriver::require_decodable(g1::OwnerId owner, const ActiveSequence& s
 }
 
 DecodeStep RequestDriver::decode(g1::OwnerId owner, ActiveSequence& sequence, std::optional<TokenId> token) {
+  if (manager_->has_groups()) return decode_groups(owner, sequence, token);
   require_decodable(owner, sequence);
   DecodeStep step;
   step.signals = token ? sequence.push(*token) : sequence.generate();
@@ -75,7 +122,11 @@ DecodeStep RequestDriver::decode(g1::OwnerId owner, ActiveSequence& sequence, st
 }
 
 void RequestDriver::release(g1::OwnerId owner, ActiveSequence& sequence) {
-  if (const auto deref = sequence.free_signal()) manager_->process_for_request(owner, *deref, 0);
+  if (manager_->has_groups()) {
+    if (manager_->has_owner(owner)) manager_->free_slots(owner);
+  } else if (const auto deref = sequence.free_signal()) {
+    manager_->process_for_request(owner, *deref, 0);
+  }
   sequence.reset_with_signal();
 }
 

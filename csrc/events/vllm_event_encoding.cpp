@@ -1,6 +1,7 @@
 #include "kvtier/events/vllm_event_encoding.hpp"
 
 #include <msgpack.hpp>
+#include <optional>
 #include <variant>
 
 #include "kvtier/core/errors.hpp"
@@ -34,10 +35,26 @@ class EventWriter {
   bool map_;
 };
 
-void pack_stored(Packer& pk, const KvStored& stored, StorageTier tier, std::uint32_t block_size,
-                 const VllmWireFormat& format) {
+/// vLLM's group fields, after its trailing defaults (lora_name, extra_keys)
+/// in the array: the group's index, its kind and window.
+void pack_group(EventWriter& event, const KvEventGroup& group) {
+  event.field("group_idx").pack(group.index);
+  event.field("kv_cache_spec_kind").pack(std::string_view(group.kind));
+  if (group.sliding_window) {
+    event.field("kv_cache_spec_sliding_window").pack(*group.sliding_window);
+  } else {
+    event.field("kv_cache_spec_sliding_window").pack_nil();
+  }
+}
+
+void pack_stored(Packer& pk, const KvStored& stored, StorageTier tier, std::uint32_t manager_block_size,
+                 const std::optional<KvEventGroup>& group, const VllmWireFormat& format) {
   const bool map = format.encoding == VllmEventEncoding::Map;
-  EventWriter event(pk, format.encoding, "BlockStored", map ? 7 : 6);
+  // A group's event carries its block size and, after the defaults it must
+  // then spell out (lora_name, extra_keys), its three group fields.
+  const std::uint32_t fields = group ? 11 : (map ? 7 : 6);
+  const std::uint32_t block_size = group ? group->block_size : manager_block_size;
+  EventWriter event(pk, format.encoding, "BlockStored", fields);
   event.field("block_hashes").pack_array(static_cast<std::uint32_t>(stored.blocks.size()));
   for (const StoredBlock& block : stored.blocks) pk.pack(block.hash.value());
   if (stored.parent) {
@@ -51,14 +68,20 @@ void pack_stored(Packer& pk, const KvStored& stored, StorageTier tier, std::uint
   event.field("block_size").pack(block_size);
   event.field("lora_id").pack_nil();
   event.field("medium").pack(std::string_view(format.medium(tier)));
-  if (map) event.field("lora_name").pack_nil();  // a trailing default: left out of the array
+  if (map || group) event.field("lora_name").pack_nil();  // a trailing default: left out of the array
+  if (group) {
+    event.field("extra_keys").pack_nil();
+    pack_group(event, *group);
+  }
 }
 
-void pack_removed(Packer& pk, const KvRemoved& removed, StorageTier tier, const VllmWireFormat& format) {
-  EventWriter event(pk, format.encoding, "BlockRemoved", 2);
+void pack_removed(Packer& pk, const KvRemoved& removed, StorageTier tier, const std::optional<KvEventGroup>& group,
+                  const VllmWireFormat& format) {
+  EventWriter event(pk, format.encoding, "BlockRemoved", group ? 3 : 2);
   event.field("block_hashes").pack_array(static_cast<std::uint32_t>(removed.hashes.size()));
   for (const SequenceHash& hash : removed.hashes) pk.pack(hash.value());
   event.field("medium").pack(std::string_view(format.medium(tier)));
+  if (group) event.field("group_idx").pack(group->index);
 }
 
 }  // namespace
@@ -82,9 +105,9 @@ std::string encode_vllm_event_batch(double timestamp_s, std::span<const KvEvent>
   pk.pack_array(static_cast<std::uint32_t>(events.size()));
   for (const KvEvent& event : events) {
     if (const auto* stored = std::get_if<KvStored>(&event.data)) {
-      pack_stored(pk, *stored, event.tier, block_size, format);
+      pack_stored(pk, *stored, event.tier, block_size, event.group, format);
     } else {
-      pack_removed(pk, std::get<KvRemoved>(event.data), event.tier, format);
+      pack_removed(pk, std::get<KvRemoved>(event.data), event.tier, event.group, format);
     }
   }
   pk.pack(data_parallel_rank);

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "g1/kvbm/kvbm_backend.hpp"
+#include "g1/native/groups/grouped_backend.hpp"
 #include "g1/native/native_backend.hpp"
 #include "kvtier/core/errors.hpp"
 #include "kvtier/core/expects.hpp"
@@ -16,17 +17,39 @@ std::uint64_t next_manager_id() {
   return next.fetch_add(1);
 }
 
-std::unique_ptr<BlockManager> make_backend(const G1ManagerConfig& config, KvEventPublisher& publisher) {
+}  // namespace
+
+std::unique_ptr<BlockManager> G1Manager::make_backend() {
+  const G1ManagerConfig& config = config_;
+  KvEventPublisher& publisher = *publisher_;
   if (config.capacity == 0) throw ConfigError("G1 capacity must be at least one block");
   if (config.block_size < 2)
     throw ConfigError("block_size must be at least 2, got " + std::to_string(config.block_size));
+  if (!config.groups.empty()) {
+    geometry_ = ModelGeometry::resolve(config.groups, config.block_size, config.block_size_fixed);
+    if (geometry_->has_null_page()) {
+      if (config.backend == G1Backend::Kvbm) {
+        throw ConfigError(
+            "the KVBM backend has no KV cache groups (Dynamo's KVBM has no hybrid support, dynamo#13755): a "
+            "hybrid model (" +
+            std::to_string(geometry_->group_count()) + " groups) needs the native backend");
+      }
+      config_.block_size = geometry_->hash_block_size();
+      auto grouped =
+          std::make_unique<GroupedBackend>(*geometry_, config.capacity, config.enable_prefix_caching, publisher);
+      grouped_ = grouped.get();
+      return grouped;
+    }
+    // One full-attention group is today's manager, at that group's block size.
+    KVTIER_EXPECTS(geometry_->groups()[0].spec.block_size == config.block_size, "a single full_attention group of ",
+                   geometry_->groups()[0].spec.block_size, " tokens a block on a manager of block_size ",
+                   config.block_size, ": give them equal");
+  }
   if (config.backend == G1Backend::Kvbm) {
     return std::make_unique<KvbmBackend>(config.capacity, config.block_size, config.eviction, publisher);
   }
   return std::make_unique<NativeBackend>(config.capacity, config.block_size, config.enable_prefix_caching, publisher);
 }
-
-}  // namespace
 
 const char* backend_name(G1Backend backend) noexcept { return backend == G1Backend::Native ? "native" : "kvbm"; }
 
@@ -34,7 +57,7 @@ G1Manager::G1Manager(G1ManagerConfig config, std::vector<std::shared_ptr<KvEvent
     : config_(config),
       id_(next_manager_id()),
       publisher_(std::make_unique<KvEventPublisher>(config.dp_rank)),
-      backend_(make_backend(config_, *publisher_)) {
+      backend_(make_backend()) {
   for (auto& sink : sinks) publisher_->attach(std::move(sink));
 }
 
@@ -100,6 +123,11 @@ G1Acquire G1Manager::process_for_request(OwnerId owner, const DerefSignal& signa
 void G1Manager::finalize_computed_prefix(OwnerId owner, std::size_t before, std::size_t after,
                                          ActiveSequence* sequence) {
   if (config_.backend != G1Backend::Native) return;
+  if (grouped_ != nullptr) {
+    KVTIER_EXPECTS(sequence != nullptr, "a manager with KV cache groups finalizes a request with its sequence");
+    grouped_->finalize(owner, *sequence, after);
+    return;
+  }
   // The tail's Promote is checked before the finalize publishes anything, so
   // a refused call changes nothing (issue #13).
   if (sequence != nullptr && sequence->promotes_computed_tail(after)) {

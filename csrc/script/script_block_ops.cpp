@@ -18,9 +18,10 @@ g1::OwnerId existing_owner(const std::map<std::string, g1::OwnerId>& owners, con
   return it->second;
 }
 
-Json page_list(std::span<const PageId> pages) {
+/// Page ids, `null` where the null page stands.
+Json page_list(std::span<const PageId> pages, std::optional<PageId> null_page = std::nullopt) {
   Json list = Json::array();
-  for (PageId page : pages) list.push_back(page.value());
+  for (PageId page : pages) list.push_back(page == null_page ? Json(nullptr) : Json(page.value()));
   return list;
 }
 
@@ -124,6 +125,13 @@ Json ScriptRunner::State::op_stats(const Fields&) {
   out["capacity"] = manager_->max_capacity();
   out["block_size"] = manager_->block_size();
   out["dp_rank"] = manager_->dp_rank();
+  if (manager_->geometry() != nullptr) {
+    Json groups = Json::array();
+    for (const g1::GroupUsage& group : manager_->group_usage()) {
+      groups.push_back({{"active", group.active}, {"inactive", group.inactive}});
+    }
+    out["groups"] = std::move(groups);
+  }
   const g1::OffloadStats offload = manager_->offload_stats();
   out["host_used"] = offload.tier.used;
   out["host_capacity"] = offload.tier.capacity;
@@ -145,7 +153,13 @@ Json ScriptRunner::State::op_cached(const Fields& f) {
 
 Json ScriptRunner::State::op_block_table(const Fields& f) {
   Json out;
-  out["pages"] = page_list(manager_->block_table(existing_owner(owners_, *manager_, f)));
+  const g1::OwnerId owner = existing_owner(owners_, *manager_, f);
+  const std::uint64_t group = f.u64_or("group", 0);
+  if (group >= manager_->group_count()) {
+    f.fail("group " + std::to_string(group) + " is not one of the manager's " +
+           std::to_string(manager_->group_count()) + " groups");
+  }
+  out["pages"] = page_list(manager_->block_table(owner, group), manager_->null_page());
   return out;
 }
 
@@ -161,8 +175,45 @@ std::vector<std::uint64_t> ScriptRunner::State::pattern_identities(g1::OwnerId o
   return identities;
 }
 
+const ActiveSequence& ScriptRunner::State::sequence_of(const Fields& f, g1::OwnerId owner) const {
+  for (const auto& [name, entry] : sequences_) {
+    if (entry.owner == owner) return entry.sequence;
+  }
+  f.fail("a manager with KV cache groups names its blocks by the owner's sequence: owner '" + f.string("owner") +
+         "' has none");
+}
+
+Json ScriptRunner::State::write_groups(const Fields& f, g1::OwnerId owner) {
+  Json written = Json::array();
+  for (std::size_t g = 0; g < manager_->group_count(); ++g) {
+    const g1::GroupPatterns patterns = manager_->group_patterns(owner, sequence_of(f, owner), g);
+    session_->pool().fill_pattern(patterns.pages, patterns.identities);
+    for (const PageId page : patterns.pages) written.push_back(page.value());
+  }
+  Json out;
+  out["written"] = std::move(written);
+  return out;
+}
+
+Json ScriptRunner::State::verify_groups(const Fields& f, g1::OwnerId owner) {
+  std::size_t verified = 0;
+  Json mismatches = Json::array();
+  for (std::size_t g = 0; g < manager_->group_count(); ++g) {
+    const g1::GroupPatterns patterns = manager_->group_patterns(owner, sequence_of(f, owner), g);
+    verified += patterns.pages.size();
+    for (const PageId page : session_->pool().find_pattern_mismatches(patterns.pages, patterns.identities)) {
+      mismatches.push_back(page.value());
+    }
+  }
+  Json out;
+  out["verified"] = verified;
+  out["mismatches"] = std::move(mismatches);
+  return out;
+}
+
 Json ScriptRunner::State::op_write(const Fields& f) {
   const g1::OwnerId id = existing_owner(owners_, *manager_, f);
+  if (manager_->has_groups()) return write_groups(f, id);
   const auto pages = manager_->block_table(id);
   session_->pool().fill_pattern(pages, pattern_identities(id));
   Json out;
@@ -181,6 +232,7 @@ std::vector<PageId> ScriptRunner::State::mismatched_pages(std::span<const PageId
 
 Json ScriptRunner::State::op_verify(const Fields& f) {
   const g1::OwnerId id = existing_owner(owners_, *manager_, f);
+  if (manager_->has_groups()) return verify_groups(f, id);
   const auto pages = manager_->block_table(id);
   Json out;
   out["verified"] = pages.size();

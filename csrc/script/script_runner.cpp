@@ -10,6 +10,7 @@
 #include "kvtier/memory/runtime_factory.hpp"
 #include "kvtier/session/disk_tier_factory.hpp"
 #include "kvtier/tiers/shared/redis_url.hpp"
+#include "script_groups.hpp"
 #include "script_state.hpp"
 
 namespace kvtier::script {
@@ -195,6 +196,7 @@ void ScriptRunner::State::require_init(const Fields& f) const {
 Json ScriptRunner::State::dispatch(const Fields& f, const std::string& op) {
   if (op == "init") return op_init(f);
   require_init(f);
+  manager_->begin_step();  // each line is one scheduler step (model-geometry.md §4: Mamba states)
   if (op == "use") return op_use(f, false);
   if (op == "deref") return op_deref(f);
   if (op == "promote") return op_promote(f);
@@ -275,6 +277,7 @@ Json ScriptRunner::State::op_init(const Fields& f) {
     config.geometry.dtype = parse_dtype(l.string_or("dtype", dtype_name(config.geometry.dtype)));
     config.layout = parse_page_layout(l.string_or("kind", page_layout_name(config.layout)));
   }
+  if (f.has("groups")) config.manager.groups = parse_groups(f, config.geometry);
   const std::uint64_t seed = f.u64_or("seed", 0);
   config.event_sinks.push_back(sink_);
   config.event_sinks.insert(config.event_sinks.end(), event_sinks_.begin(), event_sinks_.end());
@@ -285,6 +288,7 @@ Json ScriptRunner::State::op_init(const Fields& f) {
   out["block_size"] = made->config().manager.block_size;
   out["device"] = memory::runtime_kind_name(made->runtime().kind());
   out["page_bytes"] = made->pool().layout().page_bytes();
+  if (const ModelGeometry* geometry = made->manager().geometry()) describe_groups(*geometry, out);
   if (made->config().host_blocks != 0) out["host_blocks"] = made->config().host_blocks;
   if (made->config().disk) {
     const tiers::LowerTier& disk = *made->lower_tier(StorageTier::Disk);

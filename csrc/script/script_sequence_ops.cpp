@@ -152,6 +152,7 @@ Json ScriptRunner::State::op_prefill_cost(const Fields& f) {
   out["new_tokens"] = cost.new_tokens;
   out["cached_tokens"] = cost.cached_tokens;
   out["active_cached_tokens"] = cost.active_cached_tokens;
+  if (manager_->has_groups()) out["uncached_common_prefix_tokens"] = cost.uncached_common_prefix_tokens;
   return out;
 }
 

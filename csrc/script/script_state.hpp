@@ -69,6 +69,11 @@ class ScriptRunner::State {
   Json op_cached(const Fields& f);
   Json op_block_table(const Fields& f);
   Json op_write(const Fields& f);
+  /// write and verify on a manager with KV cache groups: every page of every
+  /// group the owner holds, named through the owner's sequence.
+  Json write_groups(const Fields& f, g1::OwnerId owner);
+  Json verify_groups(const Fields& f, g1::OwnerId owner);
+  const ActiveSequence& sequence_of(const Fields& f, g1::OwnerId owner) const;
   Json op_verify(const Fields& f);
   Json op_wait_offload(const Fields& f);
   Json op_host_cached(const Fields& f);

@@ -19,6 +19,22 @@ PageMemory::PageMemory(std::unique_ptr<memory::Runtime> runtime, const KvLayout&
 PageMemory::PageMemory(memory::Runtime& runtime, const KvLayout& layout)
     : runtime_(&runtime), pool_(std::make_unique<memory::KvPool>(runtime, layout)) {}
 
+namespace {
+
+/// A manager with KV cache groups: every page of the pool is the groups' one
+/// page size (ModelGeometry::page_bytes, rounded up to a multiple of 4 bytes),
+/// a byte range each group's format fills (model-geometry.md §2).
+KvLayout grouped_pool_layout(const ModelGeometry& geometry, std::uint32_t capacity) {
+  const KvGeometry bytes{.layers = 1,
+                         .kv_heads = 1,
+                         .head_dim = static_cast<std::uint32_t>((geometry.page_bytes() + 3) / 4),
+                         .dtype = KvDtype::Fp8,
+                         .tokens_per_block = 2};
+  return KvLayout(bytes, PageLayout::PageMajor, capacity);
+}
+
+}  // namespace
+
 Session::Session(SessionConfig config) : config_(std::move(config)) { build(nullptr); }
 
 Session::Session(memory::Runtime& runtime, SessionConfig config) : config_(std::move(config)) { build(&runtime); }
@@ -26,11 +42,15 @@ Session::Session(memory::Runtime& runtime, SessionConfig config) : config_(std::
 void Session::build(memory::Runtime* borrowed) {
   config_.validate();
   config_.geometry.tokens_per_block = config_.manager.block_size;
-  const KvLayout layout = config_.kv_layout();
   // The manager checks its settings before any memory is allocated.
   std::vector<std::shared_ptr<KvEventSink>> sinks{tier_events_};
   sinks.insert(sinks.end(), config_.event_sinks.begin(), config_.event_sinks.end());
   auto manager = std::make_unique<g1::G1Manager>(config_.manager, std::move(sinks));
+  const KvLayout layout =
+      manager->has_groups() ? grouped_pool_layout(*manager->geometry(), config_.manager.capacity) : config_.kv_layout();
+  if (manager->has_groups() && config_.host_blocks != 0) {
+    throw ConfigError("a manager with KV cache groups has no offload tier yet: host_blocks must be 0");
+  }
   if (borrowed != nullptr) {
     memory_ = std::make_shared<PageMemory>(*borrowed, layout);
   } else {

@@ -1,6 +1,7 @@
 #pragma once
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <variant>
 #include <vector>
 
@@ -35,12 +36,25 @@ struct KvRemoved {
   friend bool operator==(const KvRemoved&, const KvRemoved&) = default;
 };
 
+/// The KV cache group an event of a manager with groups speaks for
+/// (../shared/spec/model-geometry.md section 6; vLLM's `group_idx`,
+/// `kv_cache_spec_kind`, `kv_cache_spec_sliding_window`, and the group's `block_size`).
+struct KvEventGroup {
+  std::uint32_t index = 0;
+  std::string kind{};                             // vLLM's KVCacheSpecKind string
+  std::optional<std::uint32_t> sliding_window{};  // windowed kinds only
+  std::uint32_t block_size = 0;
+  friend bool operator==(const KvEventGroup&, const KvEventGroup&) = default;
+};
+
 /// Dynamo's `KvCacheEvent` with its tier.
 struct KvEvent {
   std::uint64_t id = 0;
   std::uint32_t dp_rank = 0;
   StorageTier tier = StorageTier::Device;
   std::variant<KvStored, KvRemoved> data;
+  /// Only from a manager with KV cache groups: a single-group manager's events are unchanged.
+  std::optional<KvEventGroup> group{};
   friend bool operator==(const KvEvent&, const KvEvent&) = default;
 };
 

@@ -20,12 +20,13 @@ class KvEventPublisher {
   std::uint32_t dp_rank() const noexcept { return dp_rank_; }
   std::uint64_t next_event_id() const noexcept { return next_id_; }
 
-  /// Empty runs are never published.
-  void publish_stored(StorageTier tier, KvStored stored);
-  void publish_removed(StorageTier tier, KvRemoved removed);
+  /// Empty runs are never published. `group`: the KV cache group they belong
+  /// to, for a manager with groups only.
+  void publish_stored(StorageTier tier, KvStored stored, std::optional<KvEventGroup> group = std::nullopt);
+  void publish_removed(StorageTier tier, KvRemoved removed, std::optional<KvEventGroup> group = std::nullopt);
 
  private:
-  void publish(StorageTier tier, std::variant<KvStored, KvRemoved> data);
+  void publish(StorageTier tier, std::variant<KvStored, KvRemoved> data, std::optional<KvEventGroup> group);
 
   std::uint32_t dp_rank_;
   std::uint64_t next_id_ = 0;

@@ -101,6 +101,11 @@ class RequestDriver {
 
  private:
   void require_decodable(g1::OwnerId owner, const ActiveSequence& sequence) const;
+  /// A manager with KV cache groups takes slots for tokens, not signals
+  /// (G1Manager::allocate_slots): the same calls, its way.
+  g1::G1Acquire allocate_groups(g1::OwnerId owner, ActiveSequence& sequence, std::size_t tokens,
+                                std::optional<std::size_t> reuse);
+  DecodeStep decode_groups(g1::OwnerId owner, ActiveSequence& sequence, std::optional<TokenId> token);
 
   g1::G1Manager* manager_;
 };

@@ -7,13 +7,15 @@
 
 #include "kvtier/core/active_sequence.hpp"
 #include "kvtier/core/kv_event_publisher.hpp"
+#include "kvtier/core/model_geometry.hpp"
 #include "kvtier/g1/eviction_policy.hpp"
 #include "kvtier/g1/g1_types.hpp"
 #include "kvtier/g1/offload_tier.hpp"
 
 namespace kvtier::g1 {
 
-class BlockManager;  // a backend (csrc/g1/common/block_manager.hpp)
+class BlockManager;    // a backend (csrc/g1/common/block_manager.hpp)
+class GroupedBackend;  // the backend of a manager with KV cache groups
 
 /// Validated construction settings of a G1Manager.
 struct G1ManagerConfig {
@@ -24,6 +26,13 @@ struct G1ManagerConfig {
   bool enable_prefix_caching = true;
   /// KVBM only: how the inactive pool picks victims.
   EvictionBackend eviction = EvictionBackend::Lineage;
+  /// KV cache groups (../shared/spec/model-geometry.md). Empty: one
+  /// full-attention group, today's manager. Native only: more than one group,
+  /// or another kind, is a ConfigError on KVBM (Dynamo's KVBM has no hybrid support).
+  std::vector<GroupSpec> groups{};
+  /// false: the attention block size may be raised to cover a Mamba state
+  /// (vLLM's _align_hybrid_block_size), and `block_size` becomes the hash unit.
+  bool block_size_fixed = true;
 };
 
 /// Swap-in answers of the offload calls (docs/semantics.md §5.5).
@@ -115,6 +124,38 @@ class G1Manager {
   std::span<const UniqueBlock> owned_blocks(OwnerId owner) const;
   std::vector<OwnerId> owners() const;
   bool is_cached(SequenceHash hash) const;
+
+  // KV cache groups (../shared/spec/model-geometry.md; docs/semantics.md §7).
+  /// More than one group, or a group other than full attention: the manager
+  /// keeps a null page and takes requests (allocate_slots, finalize with the
+  /// sequence, free_slots; the RequestDriver calls them), not MoveBlock signals.
+  bool has_groups() const noexcept { return grouped_ != nullptr; }
+  /// The resolved groups, when the config gave any (nullptr: one full-attention group).
+  const ModelGeometry* geometry() const noexcept { return geometry_ ? &*geometry_ : nullptr; }
+  std::size_t group_count() const noexcept { return geometry_ ? geometry_->group_count() : 1; }
+  /// The owner's pages in `group` (the null page where a group no longer needs
+  /// a position); group 0 of a manager without groups is block_table(owner).
+  std::span<const PageId> block_table(OwnerId owner, std::size_t group) const;
+  /// Active and inactive pages per group (the null page is never counted).
+  std::vector<GroupUsage> group_usage() const;
+  /// The null page, when the manager keeps one.
+  std::optional<PageId> null_page() const;
+  /// Gives `owner` slots for the first `tokens` tokens of `sequence`: a new
+  /// owner first takes the cached prefix of `reuse_tokens` tokens (a multiple
+  /// of the scheduler block size every group serves now), a running one first
+  /// releases the blocks its computed length skips. Capacity exhausted: no
+  /// group took a page. ContractError on a manager without groups.
+  G1Acquire allocate_slots(OwnerId owner, const ActiveSequence& sequence, std::size_t tokens,
+                           std::size_t reuse_tokens = 0);
+  /// Releases the owner's pages, group by group, each table tail first.
+  void free_slots(OwnerId owner);
+  /// A new scheduler step: Mamba states cached before it may be hit.
+  void begin_step();
+  /// A manager with groups: the owner's pages in `group` (the null page left
+  /// out) and each one's pattern identity — a block complete in `sequence`
+  /// is its hash in that group (so a page two requests share has one), any
+  /// other the owner's, group's and position's.
+  GroupPatterns group_patterns(OwnerId owner, const ActiveSequence& sequence, std::size_t group) const;
   std::size_t metadata_bytes() const;
   /// The backend's audit: InvariantError when the backend's state is inconsistent.
   void audit() const;
@@ -151,6 +192,8 @@ class G1Manager {
   SwapInRegistration register_completed_swap_in(std::uint64_t swap_in_id);
 
  private:
+  /// The backend config_ asks for (config_.block_size becomes a hybrid model's hash unit).
+  std::unique_ptr<BlockManager> make_backend();
   void check_handle(std::uint64_t manager, G1Backend backend, const char* what) const;
   /// Shape checks every backend shares: PLHs align with the full blocks, token
   /// id lists hold block_size tokens.
@@ -161,6 +204,9 @@ class G1Manager {
   G1ManagerConfig config_;
   std::uint64_t id_;
   std::unique_ptr<KvEventPublisher> publisher_;  // on the heap: the backend keeps a reference across moves
+  // Set while backend_ is made (declared before it): the groups and, for a hybrid model, its backend.
+  std::optional<ModelGeometry> geometry_;
+  GroupedBackend* grouped_ = nullptr;
   std::unique_ptr<BlockManager> backend_;
   struct SwapInLease {
     std::uint64_t slots = 0;

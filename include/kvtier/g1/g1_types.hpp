@@ -2,6 +2,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kvtier/core/strong_id.hpp"
 
@@ -36,7 +37,25 @@ struct PrefillCost {
   std::size_t new_tokens = 0;
   std::size_t cached_tokens = 0;
   std::size_t active_cached_tokens = 0;
+  /// A manager with KV cache groups: the shared prefix the first group looked
+  /// up could serve beyond `cached_tokens` but a sparse group has not
+  /// checkpointed (vLLM's uncached common prefix). 0 otherwise.
+  std::size_t uncached_common_prefix_tokens = 0;
   friend bool operator==(const PrefillCost&, const PrefillCost&) = default;
+};
+
+/// Pages of one group of a request and, aligned, the identity of the block
+/// each backs now: what a pattern writes and a check expects.
+struct GroupPatterns {
+  std::vector<PageId> pages;
+  std::vector<std::uint64_t> identities;
+};
+
+/// Pages of one KV cache group: held by requests (active) and cached with no holder (inactive).
+struct GroupUsage {
+  std::size_t active = 0;
+  std::size_t inactive = 0;
+  friend bool operator==(const GroupUsage&, const GroupUsage&) = default;
 };
 
 /// The reported block counts of docs/semantics.md §1.4.

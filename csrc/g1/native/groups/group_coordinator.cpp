@@ -11,14 +11,18 @@ namespace kvtier::g1 {
 /// One group's cached blocks of one prompt, as its rule asks for them.
 class GroupCoordinator::Lookup final : public CachedBlocks {
  public:
-  Lookup(const GroupCoordinator& coordinator, std::span<const SequenceHash> hashes, std::size_t group)
-      : coordinator_(coordinator), hashes_(hashes), group_(group) {}
-  bool cached(std::size_t block) const override { return coordinator_.cached_page(hashes_, group_, block).has_value(); }
+  Lookup(const GroupCoordinator& coordinator, std::span<const SequenceHash> hashes, std::size_t group,
+         bool active_only = false)
+      : coordinator_(coordinator), hashes_(hashes), group_(group), active_only_(active_only) {}
+  bool cached(std::size_t block) const override {
+    return coordinator_.cached_page(hashes_, group_, block, active_only_).has_value();
+  }
 
  private:
   const GroupCoordinator& coordinator_;
   std::span<const SequenceHash> hashes_;
   std::size_t group_;
+  bool active_only_;
 };
 
 GroupCoordinator::GroupCoordinator(ModelGeometry geometry, std::uint32_t capacity, bool enable_prefix_caching)
@@ -62,11 +66,11 @@ std::size_t GroupCoordinator::hash_index(std::size_t group, std::size_t block) c
 }
 
 std::optional<PageId> GroupCoordinator::cached_page(std::span<const SequenceHash> hashes, std::size_t group,
-                                                    std::size_t block) const {
+                                                    std::size_t block, bool active_only) const {
   const std::size_t index = hash_index(group, block);
   if (index >= hashes.size()) return std::nullopt;
   const auto hit = pool_.prefix_hit(SequenceHash(cache_key(hashes[index], group)));
-  if (!hit) return std::nullopt;
+  if (!hit || (active_only && !hit->is_active)) return std::nullopt;
   if (geometry_.groups()[group].spec.kind == GroupKind::Mamba) {
     // A state cached in this step is written when the step runs: not yet a hit.
     const auto step = state_step_.find(hit->page.value());
@@ -75,7 +79,8 @@ std::optional<PageId> GroupCoordinator::cached_page(std::span<const SequenceHash
   return hit->page;
 }
 
-GroupHit GroupCoordinator::fixed_point(std::span<const SequenceHash> hashes, std::size_t candidate) const {
+std::pair<std::size_t, std::size_t> GroupCoordinator::fixed_point(std::span<const SequenceHash> hashes,
+                                                                  std::size_t candidate, bool active_only) const {
   const std::size_t unit = geometry_.scheduler_block_size();
   std::size_t length = candidate - candidate % unit;
   std::size_t first_hit = 0;
@@ -83,7 +88,7 @@ GroupHit GroupCoordinator::fixed_point(std::span<const SequenceHash> hashes, std
   for (bool changed = true; changed && length > 0;) {
     changed = false;
     for (const std::size_t g : lookup_order_) {
-      const std::size_t hit = rules_[g]->longest_hit(Lookup(*this, hashes, g), length);
+      const std::size_t hit = rules_[g]->longest_hit(Lookup(*this, hashes, g, active_only), length);
       if (first) first_hit = hit;
       first = false;
       if (hit < length) {
@@ -92,14 +97,18 @@ GroupHit GroupCoordinator::fixed_point(std::span<const SequenceHash> hashes, std
       }
     }
   }
-  return GroupHit{.tokens = length, .uncached_common_prefix = first_hit - length};
+  return {length, first_hit};
 }
 
 GroupHit GroupCoordinator::find_hit(std::span<const SequenceHash> hashes, std::size_t prompt_tokens) const {
   if (!caching_ || prompt_tokens == 0) return {};
   // vLLM's hybrid candidate leaves the last token to compute (its logits); a
   // single full-attention group keeps the seed's probe.
-  return fixed_point(hashes, geometry_.has_null_page() ? prompt_tokens - 1 : prompt_tokens);
+  const std::size_t candidate = geometry_.has_null_page() ? prompt_tokens - 1 : prompt_tokens;
+  const auto [tokens, first_hit] = fixed_point(hashes, candidate, false);
+  return GroupHit{.tokens = tokens,
+                  .uncached_common_prefix = first_hit - tokens,
+                  .active_tokens = fixed_point(hashes, tokens, true).first};
 }
 
 std::size_t GroupCoordinator::computed_tokens(OwnerId owner) const {
@@ -200,7 +209,9 @@ bool GroupCoordinator::allocate(OwnerId owner, std::span<const SequenceHash> has
   return true;
 }
 
-void GroupCoordinator::finalize(OwnerId owner, std::span<const SequenceHash> hashes, std::size_t computed) {
+std::vector<std::vector<GroupCoordinator::CachedBlock>> GroupCoordinator::finalize(OwnerId owner,
+                                                                                   std::span<const SequenceHash> hashes,
+                                                                                   std::size_t computed) {
   const auto it = owners_.find(owner);
   KVTIER_EXPECTS(it != owners_.end(), "owner ", owner.value(), " holds no pages");
   Owner& state = it->second;
@@ -214,7 +225,8 @@ void GroupCoordinator::finalize(OwnerId owner, std::span<const SequenceHash> has
   KVTIER_EXPECTS(!caching_ || hashes.size() >= cached_end / geometry_.hash_block_size(), "owner ", owner.value(),
                  " computed ", computed, " tokens but gave ", hashes.size(), " block hashes");
   state.computed = computed;
-  if (!caching_) return;
+  std::vector<std::vector<CachedBlock>> cached(rules_.size());
+  if (!caching_) return cached;
   for (std::size_t g = 0; g < rules_.size(); ++g) {
     const GroupRule& rule = *rules_[g];
     Table& table = state.tables[g];
@@ -227,9 +239,33 @@ void GroupCoordinator::finalize(OwnerId owner, std::span<const SequenceHash> has
       pool_.cache_private(page, SequenceHash(key));
       cached_keys_.emplace(key, std::make_pair(hash, g));
       if (geometry_.groups()[g].spec.kind == GroupKind::Mamba) state_step_[page.value()] = step_;
+      cached[g].push_back(CachedBlock{b, hash});
     }
     table.considered = std::max(table.considered, end_block);
   }
+  return cached;
+}
+
+std::vector<OwnerId> GroupCoordinator::owners() const {
+  std::vector<OwnerId> out;
+  out.reserve(owners_.size());
+  for (const auto& entry : owners_) out.push_back(entry.first);
+  return out;
+}
+
+std::vector<GroupCoordinator::CachedPage> GroupCoordinator::cached_pages() const {
+  std::vector<CachedPage> out;
+  for (std::uint32_t page = 0; page < pool_.capacity(); ++page) {
+    const auto key = pool_.cached_hash(PageId(page));
+    if (!key) continue;
+    const auto& [hash, group] = cached_keys_.at(key->value());
+    out.push_back(CachedPage{PageId(page), hash, group});
+  }
+  return out;
+}
+
+bool GroupCoordinator::is_cached(SequenceHash hash, std::size_t group) const {
+  return group < rules_.size() && pool_.is_resident(SequenceHash(cache_key(hash, group)));
 }
 
 void GroupCoordinator::free(OwnerId owner) {

@@ -28,13 +28,8 @@ namespace kvtier::g1 {
 struct GroupHit {
   std::size_t tokens = 0;
   std::size_t uncached_common_prefix = 0;
-};
-
-/// Pages of one group: held by requests (active) and cached with no holder (inactive).
-struct GroupUsage {
-  std::size_t active = 0;
-  std::size_t inactive = 0;
-  friend bool operator==(const GroupUsage&, const GroupUsage&) = default;
+  /// The hit that pages running requests hold serve alone (no inactive page taken).
+  std::size_t active_tokens = 0;
 };
 
 class GroupCoordinator {
@@ -60,15 +55,34 @@ class GroupCoordinator {
   /// fresh pages of all groups come together or not at all: false when the
   /// pool cannot give them (nothing else changed).
   bool allocate(OwnerId owner, std::span<const SequenceHash> hashes, std::size_t tokens, std::size_t reuse_tokens = 0);
+  /// A block that entered the hash index: its position in its group's table and its hash.
+  struct CachedBlock {
+    std::size_t block = 0;
+    SequenceHash hash;
+  };
   /// `owner` has computed its first `computed` tokens: the blocks each group
-  /// caches up to the last scheduler boundary enter the hash index.
-  void finalize(OwnerId owner, std::span<const SequenceHash> hashes, std::size_t computed);
+  /// caches up to the last scheduler boundary enter the hash index. Returns
+  /// them per group, in table order.
+  std::vector<std::vector<CachedBlock>> finalize(OwnerId owner, std::span<const SequenceHash> hashes,
+                                                 std::size_t computed);
   /// Releases every table, group 0's first, each tail first.
   void free(OwnerId owner);
   /// A new scheduler step: Mamba states cached before it may now be hit.
   void begin_step() noexcept { ++step_; }
 
   bool has_owner(OwnerId owner) const { return owners_.contains(owner); }
+  std::vector<OwnerId> owners() const;
+  /// The hash that names block `block` of `group` (its last hash unit's index).
+  std::size_t hash_index(std::size_t group, std::size_t block) const noexcept;
+  /// Every cached copy now, active or inactive: its page, hash and group.
+  struct CachedPage {
+    PageId page;
+    SequenceHash hash;
+    std::size_t group = 0;
+  };
+  std::vector<CachedPage> cached_pages() const;
+  /// Whether a copy of `hash` is cached for `group`.
+  bool is_cached(SequenceHash hash, std::size_t group) const;
   std::size_t computed_tokens(OwnerId owner) const;
   /// The owner's table in `group`: page ids, the null page where it stands.
   std::span<const PageId> table(OwnerId owner, std::size_t group) const;
@@ -98,12 +112,13 @@ class GroupCoordinator {
   class Lookup;
 
   std::uint64_t cache_key(SequenceHash hash, std::size_t group) const noexcept;
-  /// The hash that names block `block` of `group`: its last hash unit's.
-  std::size_t hash_index(std::size_t group, std::size_t block) const noexcept;
-  std::optional<PageId> cached_page(std::span<const SequenceHash> hashes, std::size_t group, std::size_t block) const;
+  std::optional<PageId> cached_page(std::span<const SequenceHash> hashes, std::size_t group, std::size_t block,
+                                    bool active_only = false) const;
   bool is_null(PageId page) const noexcept { return null_page_ && page == *null_page_; }
-  /// The fixed point at most `candidate` tokens.
-  GroupHit fixed_point(std::span<const SequenceHash> hashes, std::size_t candidate) const;
+  /// The fixed point at most `candidate` tokens: its length and the first
+  /// group's own; `active_only` counts only pages a running request holds.
+  std::pair<std::size_t, std::size_t> fixed_point(std::span<const SequenceHash> hashes, std::size_t candidate,
+                                                  bool active_only) const;
   void release_skipped(Owner& owner);
   void note_removed(std::span<const SequenceHash> keys);
 
