@@ -175,10 +175,34 @@ std::vector<std::uint64_t> ScriptRunner::State::pattern_identities(g1::OwnerId o
   return identities;
 }
 
-const ActiveSequence& ScriptRunner::State::sequence_of(const Fields& f, g1::OwnerId owner) const {
+const ActiveSequence* ScriptRunner::State::find_sequence_of(g1::OwnerId owner) const {
   for (const auto& [name, entry] : sequences_) {
-    if (entry.owner == owner) return entry.sequence;
+    if (entry.owner == owner) return &entry.sequence;
   }
+  return nullptr;
+}
+
+std::optional<g1::GroupPatterns> ScriptRunner::State::owner_patterns(const std::string& label) const {
+  const auto id = owner_id(label);
+  if (!id || !manager_->has_owner(*id)) return std::nullopt;
+  const ActiveSequence* sequence = find_sequence_of(*id);
+  if (sequence == nullptr) return std::nullopt;
+  g1::GroupPatterns all;
+  for (std::size_t g = 0; g < manager_->group_count(); ++g) {
+    const g1::GroupPatterns group = manager_->group_patterns(*id, *sequence, g);
+    all.pages.insert(all.pages.end(), group.pages.begin(), group.pages.end());
+    all.identities.insert(all.identities.end(), group.identities.begin(), group.identities.end());
+  }
+  return all;
+}
+
+std::vector<PageId> ScriptRunner::State::mismatched_patterns(std::span<const PageId> pages,
+                                                             std::span<const std::uint64_t> identities) const {
+  return session_->pool().find_pattern_mismatches(pages, identities);
+}
+
+const ActiveSequence& ScriptRunner::State::sequence_of(const Fields& f, g1::OwnerId owner) const {
+  if (const ActiveSequence* sequence = find_sequence_of(owner)) return *sequence;
   f.fail("a manager with KV cache groups names its blocks by the owner's sequence: owner '" + f.string("owner") +
          "' has none");
 }

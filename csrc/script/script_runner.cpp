@@ -48,6 +48,15 @@ std::vector<PageId> ScriptRunner::mismatched_pages(std::span<const PageId> pages
   return state_->mismatched_pages(pages, blocks);
 }
 
+std::optional<g1::GroupPatterns> ScriptRunner::owner_patterns(const std::string& label) const {
+  return state_->owner_patterns(label);
+}
+
+std::vector<PageId> ScriptRunner::mismatched_patterns(std::span<const PageId> pages,
+                                                      std::span<const std::uint64_t> identities) const {
+  return state_->mismatched_patterns(pages, identities);
+}
+
 std::optional<nlohmann::ordered_json> ScriptRunner::run_line(std::string_view line, std::size_t line_number) {
   const std::string at = "line " + std::to_string(line_number) + ": ";
   if (line.find('\0') != std::string_view::npos) return failure(at + "a NUL byte is not allowed in a line");

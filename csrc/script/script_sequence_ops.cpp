@@ -36,6 +36,9 @@ Json ScriptRunner::State::op_sequence(const Fields& f) {
   constexpr std::uint64_t kMaxSequenceTokens = std::uint64_t{1} << 22;
   const std::string id = f.string("id");
   if (sequences_.contains(id)) f.fail("sequence '" + id + "' already exists");
+  if (manager_->has_groups() && owner_id(f.string("owner")) && find_sequence_of(*owner_id(f.string("owner")))) {
+    f.fail("owner '" + f.string("owner") + "' has a sequence: a manager with KV cache groups keeps one per owner");
+  }
   const std::uint64_t max_output = f.u64_or("max_output", 0);
   if (max_output > kMaxSequenceTokens) f.fail("max_output must be at most " + std::to_string(kMaxSequenceTokens));
   std::vector<TokenId> tokens;

@@ -30,6 +30,9 @@ class ScriptRunner::State {
     return it == owners_.end() ? std::nullopt : std::optional<g1::OwnerId>(it->second);
   }
   std::vector<PageId> mismatched_pages(std::span<const PageId> pages, std::span<const UniqueBlock> blocks) const;
+  std::optional<g1::GroupPatterns> owner_patterns(const std::string& label) const;
+  std::vector<PageId> mismatched_patterns(std::span<const PageId> pages,
+                                          std::span<const std::uint64_t> identities) const;
   /// A refusal's message in the script's own names: partial labels for
   /// UUIDs, owner labels for owner numbers.
   std::string describe(std::string message) const;
@@ -74,6 +77,7 @@ class ScriptRunner::State {
   Json write_groups(const Fields& f, g1::OwnerId owner);
   Json verify_groups(const Fields& f, g1::OwnerId owner);
   const ActiveSequence& sequence_of(const Fields& f, g1::OwnerId owner) const;
+  const ActiveSequence* find_sequence_of(g1::OwnerId owner) const;
   Json op_verify(const Fields& f);
   Json op_wait_offload(const Fields& f);
   Json op_host_cached(const Fields& f);

@@ -6,6 +6,18 @@
 #include "kvtier/g1/g1_manager.hpp"
 
 namespace kvtier::harness {
+namespace {
+
+/// A device event's key: its hash, and its group when the manager has groups
+/// (the same tokens are cached once per group).
+std::uint64_t event_key(const nlohmann::ordered_json& event, std::uint64_t hash) {
+  if (!event.contains("group")) return hash;
+  std::uint64_t x = hash + 0x9E3779B97F4A7C15ULL * (event.at("group").get<std::uint64_t>() + 1);
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  return x ^ (x >> 27);
+}
+
+}  // namespace
 
 std::optional<std::string> InvariantChecker::check(const script::ScriptRunner& runner, const std::string& line,
                                                    const nlohmann::ordered_json& answer) {
@@ -45,7 +57,7 @@ std::optional<std::string> InvariantChecker::check_events(const nlohmann::ordere
     if (event.at("tier") != "device") return "an event of tier " + event.at("tier").dump();
     if (event.at("type") == "stored") {
       for (const auto& block : event.at("blocks")) {
-        const std::uint64_t hash = block.at("hash").get<std::uint64_t>();
+        const std::uint64_t hash = event_key(event, block.at("hash").get<std::uint64_t>());
         seen_.insert(hash);
         if (!stored_.insert(hash).second && consistent_) {
           return "Stored of hash " + std::to_string(hash) + " that was stored already";
@@ -57,7 +69,7 @@ std::optional<std::string> InvariantChecker::check_events(const nlohmann::ordere
     } else if (event.at("type") == "removed") {
       if (event.at("hashes").empty()) return "an empty Removed event";
       for (const auto& value : event.at("hashes")) {
-        const std::uint64_t hash = value.get<std::uint64_t>();
+        const std::uint64_t hash = event_key(event, value.get<std::uint64_t>());
         seen_.insert(hash);
         if (stored_.erase(hash) == 0 && consistent_) {
           return "Removed of hash " + std::to_string(hash) + " that was not stored";
@@ -98,6 +110,7 @@ std::optional<std::string> InvariantChecker::check_state(const script::ScriptRun
   } catch (const InvariantError& error) {
     return std::string("audit: ") + error.what();
   }
+  if (manager.has_groups()) return check_groups(manager);
   for (const std::uint64_t hash : seen_) {
     if (consistent_ && manager.is_cached(SequenceHash(hash)) != stored_.contains(hash)) {
       return "hash " + std::to_string(hash) +
@@ -141,9 +154,56 @@ std::optional<std::string> InvariantChecker::check_state(const script::ScriptRun
   return std::nullopt;
 }
 
+std::optional<std::string> InvariantChecker::check_groups(const g1::G1Manager& manager) const {
+  // The hybrid invariants: a page lives in one group's tables; two tables
+  // share a page only as one cached block (a hit); the null page is never
+  // cached, counted or held as a page; the counts agree with the tables.
+  const g1::G1Metrics metrics = manager.metrics();
+  const auto null_page = manager.null_page();
+  if (!null_page) return "a manager with groups keeps no null page";
+  std::set<std::uint32_t> cached;
+  for (const auto& [page, hash] : manager.registered_blocks()) cached.insert(page.value());
+  if (cached.contains(null_page->value())) return "the null page is cached";
+  std::map<std::uint32_t, std::size_t> group_of;
+  std::set<std::uint32_t> held;
+  std::size_t entries = 0;
+  for (const g1::OwnerId owner : manager.owners()) {
+    for (std::size_t g = 0; g < manager.group_count(); ++g) {
+      std::set<std::uint32_t> in_this_table;
+      for (const PageId page : manager.block_table(owner, g)) {
+        if (page == *null_page) continue;
+        ++entries;
+        const auto [it, first] = group_of.emplace(page.value(), g);
+        if (!first && it->second != g) {
+          return "page " + std::to_string(page.value()) + " is in group " + std::to_string(it->second) +
+                 "'s and group " + std::to_string(g) + "'s tables";
+        }
+        if (!in_this_table.insert(page.value()).second) {
+          return "page " + std::to_string(page.value()) + " twice in one table";
+        }
+        if (!held.insert(page.value()).second && !cached.contains(page.value())) {
+          return "page " + std::to_string(page.value()) + " is in two tables but not cached (no hit shares it)";
+        }
+      }
+    }
+  }
+  std::size_t active = 0;
+  std::size_t inactive = 0;
+  for (const g1::GroupUsage& group : manager.group_usage()) {
+    active += group.active;
+    inactive += group.inactive;
+  }
+  if (active != metrics.active_blocks || inactive != metrics.inactive_blocks) return "group usage differs from stats";
+  if (active != held.size()) return "active pages differ from the pages the tables hold";
+  if (metrics.active_block_refs != entries) return "active_refs differ from the table entries";
+  if (active + inactive + 1 > manager.max_capacity()) return "held, cached and the null page exceed the capacity";
+  return std::nullopt;
+}
+
 std::optional<std::string> InvariantChecker::check_bytes(const script::ScriptRunner& runner, const std::string& line,
                                                          bool ok) {
   const g1::G1Manager& manager = *runner.manager();
+  if (manager.has_groups()) return check_group_bytes(runner, line, ok);
   const auto table = [&](const std::string& owner) -> std::optional<Written> {
     const auto id = runner.owner_id(owner);
     if (!id || !manager.has_owner(*id)) return std::nullopt;
@@ -171,6 +231,34 @@ std::optional<std::string> InvariantChecker::check_bytes(const script::ScriptRun
     const auto op = nlohmann::json::parse(line, nullptr, false);
     if (op.is_object() && op.value("op", "") == "write") {
       if (auto now = table(op.at("owner").get<std::string>())) written_[op.at("owner")] = std::move(*now);
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> InvariantChecker::check_group_bytes(const script::ScriptRunner& runner,
+                                                               const std::string& line, bool ok) {
+  // What an owner wrote still verifies while its pages and their patterns are
+  // unchanged (a page it shares by a hit holds the same pattern for both).
+  for (auto it = group_written_.begin(); it != group_written_.end();) {
+    const auto now = runner.owner_patterns(it->first);
+    if (!now || now->pages != it->second.pages || now->identities != it->second.identities) {
+      it = group_written_.erase(it);
+      continue;
+    }
+    const auto bad = runner.mismatched_patterns(now->pages, now->identities);
+    if (!bad.empty()) {
+      return "owner " + it->first + "'s page " + std::to_string(bad.front().value()) +
+             " no longer holds what the owner wrote, though its pages are unchanged";
+    }
+    ++it;
+  }
+  if (ok) {
+    const auto op = nlohmann::json::parse(line, nullptr, false);
+    if (op.is_object() && op.value("op", "") == "write") {
+      if (auto now = runner.owner_patterns(op.at("owner").get<std::string>())) {
+        group_written_[op.at("owner")] = std::move(*now);
+      }
     }
   }
   return std::nullopt;

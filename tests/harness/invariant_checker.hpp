@@ -12,6 +12,7 @@
 
 #include "kvtier/core/strong_id.hpp"
 #include "kvtier/core/unique_block.hpp"
+#include "kvtier/g1/g1_manager.hpp"
 #include "kvtier/script/script_runner.hpp"
 
 namespace kvtier::harness {
@@ -40,6 +41,9 @@ class InvariantChecker {
   std::optional<std::string> check_host_event(const nlohmann::ordered_json& event);
   std::optional<std::string> check_state(const script::ScriptRunner& runner);
   std::optional<std::string> check_bytes(const script::ScriptRunner& runner, const std::string& line, bool ok);
+  /// A manager with KV cache groups: its invariants, and its written bytes.
+  std::optional<std::string> check_groups(const g1::G1Manager& manager) const;
+  std::optional<std::string> check_group_bytes(const script::ScriptRunner& runner, const std::string& line, bool ok);
 
   bool consistent_;
   std::set<std::uint32_t> conflicted_;  // pages two tables list under different identities
@@ -48,7 +52,8 @@ class InvariantChecker {
   std::set<std::uint64_t> seen_;         // every hash an event named
   std::set<std::uint64_t> host_stored_;  // HostPinned: resident in G2 by the events
   std::set<std::uint64_t> host_seen_;
-  std::map<std::string, Written> written_;  // owner label -> its table when last written
+  std::map<std::string, Written> written_;                  // owner label -> its table when last written
+  std::map<std::string, g1::GroupPatterns> group_written_;  // the same, per group, with groups
 };
 
 }  // namespace kvtier::harness

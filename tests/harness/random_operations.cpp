@@ -1,5 +1,6 @@
 #include "harness/random_operations.hpp"
 
+#include <algorithm>
 #include <tuple>
 
 #include "kvtier/g1/g1_manager.hpp"
@@ -68,6 +69,10 @@ std::vector<RandomOperations::Json> RandomOperations::table_of(const script::Scr
   std::vector<Json> blocks;
   const auto id = runner.owner_id(owner);
   if (!id || !runner.manager()->has_owner(*id)) return blocks;
+  if (runner.manager()->has_groups()) {  // pages per group, no block identities: group 0's stand for the table
+    for (const PageId page : runner.manager()->block_table(*id, 0)) blocks.push_back(Json(page.value()));
+    return blocks;
+  }
   for (const UniqueBlock& b : runner.manager()->owned_blocks(*id)) {
     blocks.push_back(b.is_full() ? Json(b.hash().value()) : Json(runner.partial_label(b.uuid())));
   }
@@ -274,7 +279,54 @@ std::string RandomOperations::malformed() {
   return one_of(kLines);
 }
 
+std::string RandomOperations::next_grouped(const script::ScriptRunner& runner) {
+  Json op;
+  const std::uint64_t roll = pick(100);
+  if (roll < 14) {
+    op = sequence();
+  } else if (roll < 34) {
+    op["op"] = "allocate";
+    op["sequence"] = sequence_name();
+    const auto live = live_.find(op["sequence"].get<std::string>());
+    const std::uint64_t len = live == live_.end() ? 1 : live->second.length;
+    op["tokens"] = chance(70) ? len : pick(len + 2);
+    // A reuse the hit allows now and then, more often one it does not.
+    if (chance(25)) op["reuse"] = pick(4);
+  } else if (roll < 50) {
+    op["op"] = "finalize";
+    op["sequence"] = sequence_name();
+    const auto live = live_.find(op["sequence"].get<std::string>());
+    const std::uint64_t allocated = live == live_.end() ? 0 : live->second.allocated;
+    const auto index = std::find(sequences_.begin(), sequences_.end(), op["sequence"].get<std::string>());
+    op["owner"] = index == sequences_.end() ? one_of(owners_) : sequence_owners_[index - sequences_.begin()];
+    op["before"] = 0;
+    op["after"] = chance(80) ? allocated : pick(allocated + 3);
+  } else if (roll < 66) {
+    op["op"] = "generate";
+    op["sequence"] = sequence_name(chance(90));
+    if (chance(95)) op["token"] = pick(1000);
+  } else if (roll < 71) {
+    op["op"] = chance(60) ? "free" : "drop";
+    op["sequence"] = sequence_name();
+  } else if (roll < 76) {
+    op["op"] = "prefill_cost";
+    op["sequence"] = sequence_name();
+  } else if (roll < 80) {
+    op["op"] = "stats";
+  } else if (roll < 93) {
+    op["op"] = chance(60) ? "write" : (chance(50) ? "verify" : "block_table");
+    op["owner"] = sequence_owners_.empty() || chance(5) ? one_of(owners_) : one_of(sequence_owners_);
+    if (op["op"] == "block_table") op["group"] = pick(4);
+  } else if (roll < 96) {
+    op = use(runner);  // refused: a manager with groups takes no signals
+  } else {
+    return malformed();
+  }
+  return op.dump();
+}
+
 std::string RandomOperations::next(const script::ScriptRunner& runner) {
+  if (!config_.groups.empty()) return next_grouped(runner);
   Json op;
   if (config_.host_blocks > 0 && chance(12)) return offload(runner).dump();
   const std::uint64_t roll = pick(100);

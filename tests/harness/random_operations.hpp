@@ -58,6 +58,9 @@ class RandomOperations {
   /// (lineage hashes on KVBM, plain hashes on native).
   Json chain_keys(std::uint64_t chain, std::uint64_t first, std::uint64_t count) const;
   std::string malformed();
+  /// A line for a manager with KV cache groups: requests' operations (it
+  /// refuses signals; a few are drawn to check that), tables per group.
+  std::string next_grouped(const script::ScriptRunner& runner);
 
   TrialConfig config_;
   std::mt19937_64 rng_;

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 #include <random>
+#include <vector>
 
 namespace kvtier::harness {
 
@@ -24,6 +25,21 @@ TrialConfig TrialConfig::from_seed(std::uint64_t seed) {
     config.offload_batch = 1 + pick(3);
     config.verify_swaps = pick(2) == 0;
   }
+  // Drawn last, so the trials without groups stay what their seeds always made.
+  if (config.backend == "native" && pick(3) == 0) {
+    const std::uint32_t bs = config.block_size;
+    const nlohmann::json full = {{"kind", "full_attention"}};
+    const nlohmann::json window = {{"kind", "sliding_window"}, {"sliding_window", 1 + bs + pick(2 * bs)}};
+    const nlohmann::json chunked = {{"kind", "chunked_local_attention"}, {"attention_chunk_size", bs * (1 + pick(3))}};
+    static const char* const kModes[] = {"none", "align", "all"};
+    const nlohmann::json mamba = {
+        {"kind", "mamba"}, {"mamba_mode", kModes[pick(3)]}, {"layout", {{"state_bytes", 8 + pick(64)}}}};
+    const std::vector<nlohmann::json> combos{{full, window},  {full, chunked},      {full, mamba},
+                                             {window, mamba}, {full, full, window}, {full, window, mamba}};
+    config.groups = combos[pick(combos.size())].dump();
+    config.host_blocks = 0;
+    config.capacity += 2 * pick(8);  // room for every group's pages
+  }
   return config;
 }
 
@@ -43,6 +59,7 @@ std::string TrialConfig::init_line() const {
     init["verify_swaps"] = verify_swaps;
   }
   init["layout"] = {{"layers", 1}, {"kv_heads", 1}, {"head_dim", 8}, {"dtype", dtype}, {"kind", layout_kind}};
+  if (!groups.empty()) init["groups"] = nlohmann::ordered_json::parse(groups);
   return init.dump();
 }
 
@@ -52,7 +69,8 @@ std::string TrialConfig::describe() const {
          (prefix_caching ? "on" : "off") + ", " + layout_kind + " " + dtype +
          (host_blocks > 0 ? ", G2 " + std::to_string(host_blocks) + " blocks (batch " + std::to_string(offload_batch) +
                                 (verify_swaps ? ", verified)" : ")")
-                          : "");
+                          : "") +
+         (groups.empty() ? "" : ", groups " + groups);
 }
 
 }  // namespace kvtier::harness

@@ -18,10 +18,14 @@ struct TrialConfig {
   std::uint32_t host_blocks = 0;  // 0: no offload tier
   std::uint32_t offload_batch = 1;
   bool verify_swaps = false;
+  /// KV cache groups (model-geometry.md): a JSON list for `init.groups`, or
+  /// empty for today's one group. Native only, without an offload tier.
+  std::string groups;
 
   /// Small capacities (so eviction and exhaustion happen often), both
   /// backends, every policy, caching on and off, both layouts, and an
-  /// offload tier (small, so G2 evicts too) in most trials.
+  /// offload tier (small, so G2 evicts too) in most trials; a third of the
+  /// native trials without one manage a hybrid model's groups instead.
   static TrialConfig from_seed(std::uint64_t seed);
   /// The script's `init` line for this trial.
   std::string init_line() const;

@@ -49,6 +49,13 @@ class ScriptRunner {
   /// What `verify` checks, for any pages: those whose bytes differ from the
   /// pattern `write` fills for the block each backs (aligned lists).
   std::vector<PageId> mismatched_pages(std::span<const PageId> pages, std::span<const UniqueBlock> blocks) const;
+  /// A manager with KV cache groups: the owner's pages of every group and the
+  /// pattern `write` fills each with now (nullopt: no pages, or no sequence
+  /// of that owner to name them).
+  std::optional<g1::GroupPatterns> owner_patterns(const std::string& label) const;
+  /// The pages among `pages` whose bytes differ from the patterns of `identities` (aligned lists).
+  std::vector<PageId> mismatched_patterns(std::span<const PageId> pages,
+                                          std::span<const std::uint64_t> identities) const;
 
  private:
   class State;

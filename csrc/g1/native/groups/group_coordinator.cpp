@@ -236,10 +236,10 @@ std::vector<std::vector<GroupCoordinator::CachedBlock>> GroupCoordinator::finali
       if (is_null(page) || !pool_.is_private_page(page) || !rule.caches(b, computed)) continue;
       const SequenceHash hash = hashes[hash_index(g, b)];
       const std::uint64_t key = cache_key(hash, g);
-      pool_.cache_private(page, SequenceHash(key));
+      const bool first_copy = pool_.cache_private(page, SequenceHash(key));
       cached_keys_.emplace(key, std::make_pair(hash, g));
       if (geometry_.groups()[g].spec.kind == GroupKind::Mamba) state_step_[page.value()] = step_;
-      cached[g].push_back(CachedBlock{b, hash});
+      if (first_copy) cached[g].push_back(CachedBlock{b, hash});  // a duplicate copy is not news
     }
     table.considered = std::max(table.considered, end_block);
   }

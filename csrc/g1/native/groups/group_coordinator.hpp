@@ -62,7 +62,7 @@ class GroupCoordinator {
   };
   /// `owner` has computed its first `computed` tokens: the blocks each group
   /// caches up to the last scheduler boundary enter the hash index. Returns
-  /// them per group, in table order.
+  /// per group, in table order, those that are their hash's first copy.
   std::vector<std::vector<CachedBlock>> finalize(OwnerId owner, std::span<const SequenceHash> hashes,
                                                  std::size_t computed);
   /// Releases every table, group 0's first, each tail first.
