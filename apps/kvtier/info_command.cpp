@@ -1,5 +1,7 @@
 #include "info_command.hpp"
 
+#include "model_info.hpp"
+
 #include <chrono>
 #include <filesystem>
 #include <iostream>
@@ -31,6 +33,7 @@ struct InfoOptions {
   std::uint32_t disk_blocks = 0;  // > 0: also how many blocks a tier of this capacity would drop
   std::string tier_key_file;      // the key its records are checked against (default: KVTIER_TIER_KEY_FILE)
   bool json = false;
+  ModelInfoOptions model;  // --model / --model-config: a real model's groups on a memory size
 };
 
 nlohmann::json describe(const InfoOptions& options) {
@@ -102,6 +105,7 @@ nlohmann::json describe(const InfoOptions& options) {
                         {"blocks", options.disk_blocks},
                         {"would_drop", seen.would_drop}};
   }
+  if (options.model.wanted()) out["model"] = describe_model(options.model);
   if (runtime->kind() == memory::RuntimeKind::Cuda) {
     out["device"]["compute_capability"] =
         std::to_string(device.compute_capability_major) + "." + std::to_string(device.compute_capability_minor);
@@ -156,6 +160,7 @@ void print_text(const nlohmann::json& info) {
       std::cout << "\n";
     }
   }
+  if (info.contains("model")) print_model(info["model"]);
 }
 
 }  // namespace
@@ -179,6 +184,14 @@ void add_info_command(CLI::App& app, int& exit_code) {
       ->needs(disk_path);
   info->add_option("--tier-key-file", options->tier_key_file, "the tier key its records were written with")
       ->needs(disk_path);
+  info->add_option("--model", options->model.model,
+                   "a preset of a real model: llama-3.1-8b, gpt-oss-20b, gpt-oss-120b, gemma-3-27b, llama-4-scout, "
+                   "qwen3-next-80b-a3b (docs/models.md)");
+  info->add_option("--model-config", options->model.model_config, "a Hugging Face config.json");
+  info->add_option("--gpu-memory-gb", options->model.gpu_memory_gb, "KV cache memory (GiB) the model's pool gets")
+      ->capture_default_str();
+  info->add_flag("--no-hybrid", options->model.no_hybrid,
+                 "every attention layer in one full-attention group (vLLM's --disable-hybrid-kv-cache-manager)");
   info->add_flag("--json", options->json, "print one JSON object");
   info->callback([options, &exit_code] {
     try {

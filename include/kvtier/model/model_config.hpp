@@ -1,0 +1,50 @@
+#pragma once
+// A real model's KV cache geometry, read from its Hugging Face `config.json`
+// (or a preset of one: model_presets.hpp) and grouped as vLLM's hybrid
+// allocator groups layers (../shared/spec/model-geometry.md §1-2): every
+// layer's kind (full attention, sliding window, chunked local, linear
+// attention / Mamba state), then groups of equally many layers — the fewest
+// layers any kind has — so every group's page holds the same number of layers.
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "kvtier/core/model_geometry.hpp"
+
+namespace kvtier::model {
+
+struct ModelDescription {
+  std::string name{};
+  std::string source{};  // where the numbers come from (the config.json it was read from)
+  std::uint32_t layers = 0;
+  std::vector<GroupSpec> groups{};
+  /// Group kinds and how many layers of each, e.g. "18 full_attention + 18 sliding_window(128)".
+  std::string layer_summary{};
+  /// The resolved pool at vLLM's default block size (16), the attention block
+  /// raised to cover a Mamba state as vLLM does.
+  ModelGeometry geometry() const;
+};
+
+/// Reads a Hugging Face config.json (a nested `text_config` is the text
+/// model's): `num_hidden_layers`, `num_key_value_heads`, `head_dim` (else
+/// `hidden_size / num_attention_heads`), `torch_dtype`, and the per-layer kinds
+/// from `layer_types`, `sliding_window_pattern`, `no_rope_layers` with
+/// `attention_chunk_size`, or `full_attention_interval` with the `linear_*`
+/// fields of a Gated DeltaNet. ConfigError naming the field for anything it
+/// cannot read, and for an MLA model (`kv_lora_rank`): its page format comes
+/// with part 2 of model geometry.
+ModelDescription read_model_config(const nlohmann::json& config, const std::string& name, const std::string& source);
+ModelDescription load_model_config(const std::filesystem::path& path);
+
+/// vLLM's --disable-hybrid-kv-cache-manager: every attention layer in one
+/// full-attention group (a sliding window kept whole). ConfigError for a model
+/// with a recurrent state, which has no such form.
+ModelDescription without_hybrid(const ModelDescription& model);
+
+/// Pages of `geometry` in `gib` GiB of KV cache memory, as vLLM sizes its
+/// pool: bytes available / bytes of one page (every group shares the page).
+std::uint64_t pages_in(const ModelGeometry& geometry, double gib);
+
+}  // namespace kvtier::model

@@ -1,0 +1,101 @@
+// Real models' KV geometry from their config.json (presets and files): the
+// layer kinds each config field says, vLLM's grouping into equally many
+// layers, the resolved page (a Mamba state raising the attention block), the
+// single-group form, the pool on a memory size, and every config refused by name.
+#include "kvtier/model/model_config.hpp"
+
+#include <gtest/gtest.h>
+
+#include "kvtier/core/errors.hpp"
+#include "kvtier/model/model_presets.hpp"
+
+namespace kvtier::model {
+namespace {
+
+TEST(ModelConfig, Llama31IsOneFullAttentionGroup) {
+  const ModelDescription m = preset("llama-3.1-8b");
+  ASSERT_EQ(m.groups.size(), 1U);
+  EXPECT_EQ(m.groups[0].layers, 32U);
+  EXPECT_EQ(m.groups[0].head_dim, 128U);
+  const ModelGeometry g = m.geometry();
+  EXPECT_EQ(g.page_bytes(), 32ULL * 16 * 8 * 128 * 2 * 2);
+  EXPECT_FALSE(g.has_null_page());
+}
+
+TEST(ModelConfig, GptOssAlternatesSlidingAndFullAttention) {
+  const ModelDescription m = preset("gpt-oss-120b");
+  ASSERT_EQ(m.groups.size(), 2U);
+  EXPECT_EQ(m.groups[0].kind, GroupKind::FullAttention);
+  EXPECT_EQ(m.groups[1].kind, GroupKind::SlidingWindow);
+  EXPECT_EQ(m.groups[1].sliding_window, 128U);
+  EXPECT_EQ(m.groups[0].layers, 18U);
+  EXPECT_EQ(m.layer_summary, "18 full_attention + 18 sliding_window");
+  EXPECT_EQ(m.geometry().page_bytes(), 18ULL * 16 * 8 * 64 * 2 * 2);
+  EXPECT_EQ(preset("gpt-oss-20b").groups[0].layers, 12U);
+  // vLLM's --disable-hybrid-kv-cache-manager: one group of all 36 layers.
+  const ModelDescription one = without_hybrid(m);
+  ASSERT_EQ(one.groups.size(), 1U);
+  EXPECT_EQ(one.groups[0].layers, 36U);
+  EXPECT_EQ(one.geometry().page_bytes(), 2 * m.geometry().page_bytes());
+}
+
+TEST(ModelConfig, GroupsHoldTheFewestLayersAnyKindHas) {
+  const ModelDescription gemma = preset("gemma-3-27b");  // 10 global, 52 sliding: groups of 10
+  ASSERT_EQ(gemma.groups.size(), 7U);
+  EXPECT_EQ(gemma.groups[0].kind, GroupKind::FullAttention);
+  EXPECT_EQ(gemma.groups[6].kind, GroupKind::SlidingWindow);
+  EXPECT_EQ(gemma.groups[6].layers, 10U);
+  EXPECT_EQ(gemma.layer_summary, "10 full_attention + 52 sliding_window");
+  const ModelDescription scout = preset("llama-4-scout");  // 12 NoPE global, 36 chunked (8192)
+  ASSERT_EQ(scout.groups.size(), 4U);
+  EXPECT_EQ(scout.groups[1].kind, GroupKind::ChunkedLocalAttention);
+  EXPECT_EQ(scout.groups[1].attention_chunk_size, 8192U);
+}
+
+TEST(ModelConfig, AGatedDeltaNetStateRaisesTheAttentionBlock) {
+  const ModelDescription m = preset("qwen3-next-80b-a3b");  // 12 full attention, 36 linear: groups of 12
+  ASSERT_EQ(m.groups.size(), 4U);
+  EXPECT_EQ(m.groups[1].kind, GroupKind::Mamba);
+  // conv: 3 x (2 x 16 x 128 + 32 x 128); delta rule: 32 x 128 x 128; bf16.
+  EXPECT_EQ(m.groups[1].state_bytes, (3ULL * (2 * 2048 + 4096) + 32ULL * 128 * 128) * 2);
+  const ModelGeometry g = m.geometry();
+  const std::uint64_t state_page = 12 * m.groups[1].state_bytes;
+  const std::uint64_t token_bytes = 12ULL * 2 * 256 * 2 * 2;  // 12 layers, 2 KV heads of 256, K and V, bf16
+  EXPECT_EQ(g.groups()[0].spec.block_size, (state_page + 16 * token_bytes - 1) / (16 * token_bytes) * 16);
+  EXPECT_GE(g.page_bytes(), state_page);
+  EXPECT_TRUE(g.groups()[1].padded());
+  EXPECT_THROW(without_hybrid(m), ConfigError);
+}
+
+TEST(ModelConfig, ThePoolIsTheMemoryOverOnePage) {
+  const ModelGeometry g = preset("gpt-oss-120b").geometry();
+  EXPECT_EQ(pages_in(g, 8.0), 8ULL * 1073741824 / g.page_bytes());
+  EXPECT_THROW(pages_in(g, 0.0), ConfigError);
+  EXPECT_THROW(pages_in(g, -1.0), ConfigError);
+}
+
+TEST(ModelConfig, WhatCannotBeReadIsRefusedByName) {
+  const auto refused = [](const nlohmann::json& config, const std::string& message) {
+    try {
+      read_model_config(config, "m", "test");
+      ADD_FAILURE() << config.dump() << " was accepted";
+    } catch (const ConfigError& error) {
+      EXPECT_NE(std::string(error.what()).find(message), std::string::npos) << error.what();
+    }
+  };
+  refused(nlohmann::json::array(), "JSON object");
+  refused({{"num_attention_heads", 8}}, "num_hidden_layers");
+  refused(
+      {{"num_hidden_layers", 2}, {"num_attention_heads", 8}, {"hidden_size", 64}, {"layer_types", {"full_attention"}}},
+      "one entry per layer");
+  refused({{"num_hidden_layers", 1}, {"num_attention_heads", 8}, {"hidden_size", 64}, {"layer_types", {"cross"}}},
+          "not a layer kind");
+  refused({{"num_hidden_layers", 1}, {"num_attention_heads", 8}, {"hidden_size", 64}, {"torch_dtype", "int4"}},
+          "torch_dtype");
+  refused({{"num_hidden_layers", -3}, {"num_attention_heads", 8}}, "positive integer");
+  EXPECT_THROW(preset("deepseek-v3"), ConfigError) << "MLA's page format is part 2's";
+  EXPECT_THROW(preset("gpt-5"), ConfigError);
+}
+
+}  // namespace
+}  // namespace kvtier::model
