@@ -8,9 +8,9 @@
 #include "kvtier/core/bounded_line.hpp"
 #include "kvtier/core/kv_event_json.hpp"
 #include "kvtier/memory/runtime_factory.hpp"
+#include "kvtier/model/group_specs.hpp"
 #include "kvtier/session/disk_tier_factory.hpp"
 #include "kvtier/tiers/shared/redis_url.hpp"
-#include "script_groups.hpp"
 #include "script_state.hpp"
 
 namespace kvtier::script {
@@ -286,7 +286,13 @@ Json ScriptRunner::State::op_init(const Fields& f) {
     config.geometry.dtype = parse_dtype(l.string_or("dtype", dtype_name(config.geometry.dtype)));
     config.layout = parse_page_layout(l.string_or("kind", page_layout_name(config.layout)));
   }
-  if (f.has("groups")) config.manager.groups = parse_groups(f, config.geometry);
+  if (f.has("groups")) {
+    try {
+      config.manager.groups = model::parse_group_specs(f.raw("groups"), config.geometry);
+    } catch (const ConfigError& error) {
+      f.fail(error.what());
+    }
+  }
   const std::uint64_t seed = f.u64_or("seed", 0);
   config.event_sinks.push_back(sink_);
   config.event_sinks.insert(config.event_sinks.end(), event_sinks_.begin(), event_sinks_.end());
@@ -297,7 +303,7 @@ Json ScriptRunner::State::op_init(const Fields& f) {
   out["block_size"] = made->config().manager.block_size;
   out["device"] = memory::runtime_kind_name(made->runtime().kind());
   out["page_bytes"] = made->pool().layout().page_bytes();
-  if (const ModelGeometry* geometry = made->manager().geometry()) describe_groups(*geometry, out);
+  if (const ModelGeometry* geometry = made->manager().geometry()) model::describe_groups(*geometry, out);
   if (made->config().host_blocks != 0) out["host_blocks"] = made->config().host_blocks;
   if (made->config().disk) {
     const tiers::LowerTier& disk = *made->lower_tier(StorageTier::Disk);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <optional>
 #include <utility>
 
 #include "kvtier/core/expects.hpp"
@@ -42,23 +43,29 @@ Session::Session(memory::Runtime& runtime, SessionConfig config) : config_(std::
 void Session::build(memory::Runtime* borrowed) {
   config_.validate();
   config_.geometry.tokens_per_block = config_.manager.block_size;
+  // Without groups the layout is checked first, as it always was; a manager
+  // with groups makes its pool's page from them.
+  std::optional<KvLayout> layout;
+  if (config_.manager.groups.empty()) layout = config_.kv_layout();
   // The manager checks its settings before any memory is allocated.
   std::vector<std::shared_ptr<KvEventSink>> sinks{tier_events_};
   sinks.insert(sinks.end(), config_.event_sinks.begin(), config_.event_sinks.end());
   auto manager = std::make_unique<g1::G1Manager>(config_.manager, std::move(sinks));
-  const KvLayout layout =
-      manager->has_groups() ? grouped_pool_layout(*manager->geometry(), config_.manager.capacity) : config_.kv_layout();
+  if (!layout) {
+    layout = manager->has_groups() ? grouped_pool_layout(*manager->geometry(), config_.manager.capacity)
+                                   : config_.kv_layout();
+  }
   if (manager->has_groups() && config_.host_blocks != 0) {
     throw ConfigError("a manager with KV cache groups has no offload tier yet: host_blocks must be 0");
   }
   if (borrowed != nullptr) {
-    memory_ = std::make_shared<PageMemory>(*borrowed, layout);
+    memory_ = std::make_shared<PageMemory>(*borrowed, *layout);
   } else {
-    memory_ = std::make_shared<PageMemory>(memory::make_runtime(config_.device), layout);
+    memory_ = std::make_shared<PageMemory>(memory::make_runtime(config_.device), *layout);
   }
   if (config_.host_blocks != 0) {
     // G2 pages are page-major whatever G1's layout: so are the tiers' below it.
-    const KvLayout g2_layout(layout.geometry(), PageLayout::PageMajor, 1);
+    const KvLayout g2_layout(layout->geometry(), PageLayout::PageMajor, 1);
     std::vector<std::unique_ptr<tiers::LowerTier>> lowers;  // nearest first: G3, then G4
     std::optional<tiers::TierKey> key;
     if (const auto key_file = config_.effective_tier_key_file()) key = tiers::TierKey::from_file(*key_file);

@@ -13,6 +13,9 @@
 #include "kvtier/core/expects.hpp"
 #include "kvtier/g1/eviction_policy.hpp"
 #include "kvtier/memory/runtime_factory.hpp"
+#include "kvtier/model/group_specs.hpp"
+#include "kvtier/model/model_config.hpp"
+#include "kvtier/model/model_presets.hpp"
 #include "kvtier/session/disk_tier_factory.hpp"
 #include "py_manager.hpp"
 #include "py_results.hpp"
@@ -116,6 +119,21 @@ g1::OwnerId existing_owner(PyManager& m, nb::handle value) {
   return owner;
 }
 
+/// `groups` (dicts as a script's init.groups), a preset `model` or a
+/// `model_config` file: the manager's KV cache groups (none: one full-attention group).
+std::vector<GroupSpec> groups_from_python(const std::optional<nb::list>& groups,
+                                          const std::optional<std::string>& model_name,
+                                          const std::optional<std::string>& model_config, const KvGeometry& layout) {
+  if ((groups ? 1 : 0) + (model_name ? 1 : 0) + (model_config ? 1 : 0) > 1) {
+    throw ConfigError("groups, model and model_config each describe the KV cache groups: give one of them");
+  }
+  if (model_name) return model::preset(*model_name).groups;
+  if (model_config) return model::load_model_config(*model_config).groups;
+  if (!groups) return {};
+  const std::string text = nb::cast<std::string>(nb::module_::import_("json").attr("dumps")(*groups));
+  return model::parse_group_specs(nlohmann::json::parse(text), layout);
+}
+
 nb::dict metrics(PyManager& m) {
   const g1::G1Manager& manager = m.manager();
   const g1::G1Metrics metrics = manager.metrics();
@@ -136,6 +154,16 @@ nb::dict metrics(PyManager& m) {
   out["failed_transfers"] = offload.tier.failed_transfers;
   out["metadata_bytes"] = manager.metadata_bytes();
   out["events_dropped"] = m.session().events().dropped();
+  if (manager.geometry() != nullptr) {
+    nb::list groups;
+    for (const g1::GroupUsage& group : manager.group_usage()) {
+      nb::dict usage;
+      usage["active"] = group.active;
+      usage["inactive"] = group.inactive;
+      groups.append(usage);
+    }
+    out["groups"] = groups;
+  }
   const offload::OffloadEngine* engine = m.session().engine();
   for (const auto& [name, value] : m.session().stack().lower_tier_counters()) out[name] = value;
   if (const tiers::LowerTier* disk = m.session().stack().lower_tier(StorageTier::Disk)) {
@@ -297,14 +325,15 @@ void bind_request_calls(nb::class_<PyManager>& c) {
 void bind_pages(nb::class_<PyManager>& c) {
   c.def(
        "block_table",
-       [](PyManager& m, nb::handle owner) {
-         return host_block_table(m.manager().block_table(existing_owner(m, owner)));
+       [](PyManager& m, nb::handle owner, std::size_t group) {
+         return host_block_table(m.manager().block_table(existing_owner(m, owner), group));
        },
-       "owner"_a,
-       "The physical page ids of a request's (or an owner's) blocks, in order: a 1-D int32 numpy array (a copy).")
+       "owner"_a, "group"_a = 0,
+       "The physical page ids of a request's (or an owner's) blocks in KV cache group `group`, in order: a 1-D int32 "
+       "numpy array (a copy). Where a group no longer needs a position it holds the null page (Manager.null_page).")
       .def(
           "block_tables",
-          [](PyManager& m, std::vector<nb::handle> owners, std::optional<std::uint32_t> max_blocks) {
+          [](PyManager& m, std::vector<nb::handle> owners, std::optional<std::uint32_t> max_blocks, std::size_t group) {
             // A table holds distinct pages: one wider than the pool is padding only.
             if (max_blocks && *max_blocks > m.manager().max_capacity()) {
               throw nb::value_error(("max_blocks " + std::to_string(*max_blocks) + " is more than the pool's " +
@@ -314,14 +343,14 @@ void bind_pages(nb::class_<PyManager>& c) {
             std::vector<std::span<const PageId>> tables;
             std::size_t longest = 0;
             for (nb::handle owner : owners) {
-              tables.push_back(m.manager().block_table(existing_owner(m, owner)));
+              tables.push_back(m.manager().block_table(existing_owner(m, owner), group));
               longest = std::max(longest, tables.back().size());
             }
             return block_table_tensor(
                 m.session().runtime(), tables,
                 max_blocks.value_or(static_cast<std::uint32_t>(std::max<std::size_t>(longest, 1))));
           },
-          "owners"_a, "max_blocks"_a = nb::none(),
+          "owners"_a, "max_blocks"_a = nb::none(), "group"_a = 0,
           "The padded [len(owners), max_blocks] int32 block tables (-1 padding) in the runtime's device memory, as a "
           "DLPack tensor a paged-attention kernel reads (torch.from_dlpack on CUDA, numpy on the host runtime).")
       .def(
@@ -408,8 +437,9 @@ void bind_manager(nb::module_& module) {
          std::uint32_t disk_blocks, unsigned disk_queue_depth, bool disk_reformat,
          std::optional<std::vector<std::string>> shared_tier, std::string shared_namespace, std::uint32_t shared_ttl,
          std::uint32_t shared_timeout_ms, std::optional<std::string> tier_key_file, bool prefix_caching,
-         std::uint32_t dp_rank, std::uint64_t seed, std::size_t max_pending_events,
-         std::vector<nb::handle> publishers) {
+         std::uint32_t dp_rank, std::uint64_t seed, std::size_t max_pending_events, std::vector<nb::handle> publishers,
+         std::optional<nb::list> groups, std::optional<std::string> model_name,
+         std::optional<std::string> model_config) {
         std::vector<std::shared_ptr<KvEventSink>> sinks;
         for (nb::handle publisher : publishers) {
 #if KVTIER_WITH_ZMQ
@@ -456,6 +486,9 @@ void bind_manager(nb::module_& module) {
                                                       .timeout_ms = shared_timeout_ms};
         }
         if (tier_key_file) config.tier_key_file = *tier_key_file;
+        config.manager.groups = groups_from_python(groups, model_name, model_config, config.geometry);
+        // A model's attention block may be raised to cover its Mamba state, as vLLM does.
+        config.manager.block_size_fixed = !model_name && !model_config;
         new (self) PyManager(std::move(options), std::move(sinks));
       },
       // The defaults are every front door's (session::SessionConfig).
@@ -470,7 +503,8 @@ void bind_manager(nb::module_& module) {
       "shared_ttl"_a = 0, "shared_timeout_ms"_a = session::SharedTierSettings{}.timeout_ms,
       "tier_key_file"_a = nb::none(), "prefix_caching"_a = kDefaults.manager.enable_prefix_caching,
       "dp_rank"_a = kDefaults.manager.dp_rank, "seed"_a = 0,
-      "max_pending_events"_a = ManagerOptions{}.max_pending_events, "publishers"_a = std::vector<nb::handle>{});
+      "max_pending_events"_a = ManagerOptions{}.max_pending_events, "publishers"_a = std::vector<nb::handle>{},
+      "groups"_a = nb::none(), "model"_a = nb::none(), "model_config"_a = nb::none());
   c.def_prop_ro("backend", [](PyManager& m) { return std::string(g1::backend_name(m.manager().backend())); })
       .def_prop_ro("eviction",
                    [](PyManager& m) {
@@ -479,6 +513,24 @@ void bind_manager(nb::module_& module) {
                                 : std::nullopt;
                    })
       .def_prop_ro("capacity", [](PyManager& m) { return m.manager().max_capacity(); })
+      .def_prop_ro("has_groups", [](PyManager& m) { return m.manager().has_groups(); })
+      .def_prop_ro(
+          "groups",
+          [](PyManager& m) -> nb::object {
+            const ModelGeometry* geometry = m.manager().geometry();
+            if (geometry == nullptr) return nb::none();
+            nlohmann::ordered_json out;
+            model::describe_groups(*geometry, out);
+            return nb::module_::import_("json").attr("loads")(out.dump());
+          },
+          "The resolved KV cache groups (groups, page bytes, scheduler_block_size, hash_block_size), or None.")
+      .def_prop_ro(
+          "null_page",
+          [](PyManager& m) -> std::optional<std::uint32_t> {
+            const auto page = m.manager().null_page();
+            return page ? std::optional<std::uint32_t>(page->value()) : std::nullopt;
+          },
+          "The null page's id in block tables (a manager with groups), or None.")
       .def_prop_ro("block_size", [](PyManager& m) { return m.manager().block_size(); })
       .def_prop_ro("device",
                    [](PyManager& m) { return std::string(memory::runtime_kind_name(m.session().runtime().kind())); })

@@ -55,6 +55,7 @@ void bind_results(nb::module_& m) {
       .def_ro("new_blocks", &g1::PrefillCost::new_blocks)
       .def_ro("new_tokens", &g1::PrefillCost::new_tokens)
       .def_ro("cached_tokens", &g1::PrefillCost::cached_tokens)
+      .def_ro("uncached_common_prefix_tokens", &g1::PrefillCost::uncached_common_prefix_tokens)
       .def_ro("active_cached_tokens", &g1::PrefillCost::active_cached_tokens)
       .def("__repr__", [](const g1::PrefillCost& c) {
         return "PrefillCost(new_blocks=" + std::to_string(c.new_blocks) +

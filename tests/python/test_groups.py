@@ -1,0 +1,60 @@
+"""KV cache groups from Python (../shared/spec/model-geometry.md §7): a
+hybrid manager from group dicts or a real model's preset, per-group block
+tables with the null page, the uncached common prefix, events and metrics
+per group, and the refusals — on the host runtime."""
+import numpy as np
+import pytest
+
+import kvtier
+
+FULL_AND_WINDOW = [{"kind": "full_attention"}, {"kind": "sliding_window", "sliding_window": 32}]
+
+
+def test_a_window_group_holds_the_null_page_before_its_window():
+    m = kvtier.Manager(groups=FULL_AND_WINDOW, capacity=21, block_size=16, device="host")
+    assert m.has_groups and m.null_page == 0
+    assert [g["kind"] for g in m.groups["groups"]] == ["full_attention", "sliding_window"]
+    shared = list(range(100, 148))
+    a = m.add_request(shared + list(range(500, 507)))
+    assert m.allocate(a).ready
+    m.finalize(a, len(a))
+    b = m.add_request(shared + [1, 2, 3, 4, 5])
+    cost = m.prefill_cost(b)
+    assert cost.cached_tokens == 48 and cost.uncached_common_prefix_tokens == 0
+    assert m.allocate(b).ready  # takes the hit
+    full, window = list(m.block_table(b)), list(m.block_table(b, group=1))
+    assert full[:3] == list(m.block_table(a))[:3], "the shared prefix is the same pages"
+    assert window[0] == m.null_page and window[1:3] == list(m.block_table(a, group=1))[1:3]
+    tables = np.from_dlpack(m.block_tables([a, b], group=1))
+    assert tables.shape == (2, 4) and list(tables[1]) == window
+    events = m.take_events()
+    assert {e["group"] for e in events if e["type"] == "stored"} == {0, 1}
+    assert all(e["kind"] in ("full_attention", "sliding_window") for e in events)
+    groups = m.metrics()["groups"]
+    assert groups[0]["active"] == 5 and groups[1]["active"] == 5
+
+
+def test_a_real_models_preset_resolves_its_groups():
+    m = kvtier.Manager(model="gpt-oss-20b", capacity=32, device="host")
+    described = m.groups
+    assert [g["kind"] for g in described["groups"]] == ["full_attention", "sliding_window"]
+    assert described["groups"][0]["page_bytes"] == 12 * 16 * 8 * 64 * 2 * 2
+    # Qwen3-Next's Gated DeltaNet state raises the attention block, as vLLM does.
+    q = kvtier.Manager(model="qwen3-next-80b-a3b", capacity=8, device="host")
+    assert q.block_size == 544 and q.groups["hash_block_size"] == 544
+
+
+def test_impossible_groups_are_refused():
+    with pytest.raises(kvtier.ConfigError, match="give one of them"):
+        kvtier.Manager(groups=FULL_AND_WINDOW, model="gpt-oss-20b", device="host")
+    with pytest.raises(kvtier.ConfigError, match="KVBM"):
+        kvtier.Manager(backend="kvbm", groups=FULL_AND_WINDOW, device="host")
+    with pytest.raises(kvtier.ConfigError, match="MLA"):
+        kvtier.Manager(model="deepseek-v3", device="host")
+    with pytest.raises(kvtier.ConfigError, match="sliding_window"):
+        kvtier.Manager(groups=[{"kind": "sliding_window"}], device="host")
+    m = kvtier.Manager(groups=FULL_AND_WINDOW, capacity=8, block_size=16, device="host")
+    r = m.add_request(list(range(20)))
+    assert m.allocate(r).ready
+    with pytest.raises(kvtier.ContractError):
+        m.block_table(r, group=2)
