@@ -29,6 +29,11 @@ std::vector<GroupUsage> G1Manager::group_usage() const {
   return {GroupUsage{.active = m.active_blocks, .inactive = m.inactive_blocks}};
 }
 
+std::vector<std::uint64_t> G1Manager::group_hit_pages() const {
+  if (grouped_ == nullptr) return {};
+  return grouped_->coordinator().hit_pages();
+}
+
 std::optional<PageId> G1Manager::null_page() const {
   return grouped_ != nullptr ? grouped_->coordinator().null_page() : std::nullopt;
 }

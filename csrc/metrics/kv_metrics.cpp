@@ -32,6 +32,18 @@ void read_tiers(const g1::G1Manager& manager, const offload::OffloadEngine* engi
   device.capacity_blocks = manager.max_capacity();
   device.used_blocks = g1.active_blocks;
   device.cached_blocks = g1.inactive_blocks;
+  if (const ModelGeometry* geometry = manager.geometry(); geometry != nullptr && manager.has_groups()) {
+    const std::vector<g1::GroupUsage> usage = manager.group_usage();
+    const std::vector<std::uint64_t> hits = manager.group_hit_pages();
+    out.groups.clear();
+    for (std::size_t g = 0; g < usage.size(); ++g) {
+      out.groups.push_back(GroupMetrics{.index = g,
+                                        .kind = group_kind_name(geometry->groups()[g].spec.kind),
+                                        .used_blocks = usage[g].active,
+                                        .cached_blocks = usage[g].inactive,
+                                        .hit_blocks = hits[g]});
+    }
+  }
   TierMetrics& host = out.tier(Tier::G2);
   host.present = engine != nullptr;
   if (engine == nullptr) return;

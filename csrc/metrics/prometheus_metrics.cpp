@@ -105,6 +105,32 @@ struct PrometheusMetrics::Series {
     TotalCounter bytes;
     TotalCounter transfers;
   };
+  struct GroupSeries {
+    prometheus::Gauge* used;
+    prometheus::Gauge* cached;
+    TotalCounter hits;
+  };
+  // A manager with KV cache groups: one set per group, registered on first update.
+  std::vector<GroupSeries> groups;
+  prometheus::Family<prometheus::Gauge>* group_used = nullptr;
+  prometheus::Family<prometheus::Gauge>* group_cached = nullptr;
+  prometheus::Family<prometheus::Counter>* group_hits = nullptr;
+  GroupSeries& group(const GroupMetrics& g) {
+    if (group_used == nullptr) {
+      group_used = &gauge("kvtier:kv_cache_group_used_blocks", "G1 pages of one KV cache group held by requests");
+      group_cached = &gauge("kvtier:kv_cache_group_cached_blocks",
+                            "G1 pages of one KV cache group kept for reuse that no request holds");
+      group_hits = &counter("kvtier:prefix_cache_group_hit_blocks_total",
+                            "Cached pages of one KV cache group requests took as prefix hits");
+    }
+    while (groups.size() <= g.index) {
+      const prometheus::Labels labels{{"tier", "G1"}, {"group", std::to_string(groups.size())}, {"kind", g.kind}};
+      groups.push_back(GroupSeries{.used = &group_used->Add(with(labels)),
+                                   .cached = &group_cached->Add(with(labels)),
+                                   .hits = TotalCounter(group_hits->Add(with(labels)))});
+    }
+    return groups[g.index];
+  }
   // A tier's series appear with the tier (G2 only when an offload tier is attached).
   std::array<std::optional<TierSeries>, kTiers.size()> tiers{};
   std::optional<TransferSeries> g1_to_g2;
@@ -212,6 +238,12 @@ void PrometheusMetrics::update(const KvMetrics& m) {
                      "Reused pages checked against the K/V their tokens must hold", m.pages_verified);
   s.advance_optional(s.mismatches, "kvtier:kv_verify_mismatches_total",
                      "Reused pages whose bytes were not their tokens' K/V", m.verify_mismatches);
+  for (const GroupMetrics& g : m.groups) {
+    Series::GroupSeries& out = s.group(g);
+    out.used->Set(total(g.used_blocks));
+    out.cached->Set(total(g.cached_blocks));
+    out.hits.advance_to(total(g.hit_blocks));
+  }
   s.events_published.advance_to(total(m.events_published));
   s.events_dropped.advance_to(total(m.events_dropped));
 }

@@ -205,5 +205,30 @@ TEST(MetricsEndpoint, StopsWithoutWaitingForTheServersPoll) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1000));
 }
 
+TEST(PrometheusMetrics, AManagerWithGroupsHasSeriesPerGroup) {
+  KvMetrics m;
+  m.tier(Tier::G1) = TierMetrics{.present = true, .capacity_blocks = 21, .used_blocks = 10, .cached_blocks = 2};
+  m.groups = {
+      GroupMetrics{.index = 0, .kind = "full_attention", .used_blocks = 5, .cached_blocks = 1, .hit_blocks = 3},
+      GroupMetrics{.index = 1, .kind = "sliding_window", .used_blocks = 5, .cached_blocks = 1, .hit_blocks = 2}};
+  PrometheusMetrics prometheus;
+  prometheus.update(m);
+  m.groups[1].hit_blocks = 6;
+  prometheus.update(m);
+  const std::string text = prometheus.text();
+  EXPECT_TRUE(has_line(text, R"(kvtier:kv_cache_group_used_blocks{group="1",kind="sliding_window",tier="G1"} 5)"))
+      << text;
+  EXPECT_TRUE(has_line(text, R"(kvtier:kv_cache_group_cached_blocks{group="0",kind="full_attention",tier="G1"} 1)"));
+  EXPECT_TRUE(
+      has_line(text, R"(kvtier:prefix_cache_group_hit_blocks_total{group="1",kind="sliding_window",tier="G1"} 6)"));
+  EXPECT_TRUE(
+      has_line(text, R"(kvtier:prefix_cache_group_hit_blocks_total{group="0",kind="full_attention",tier="G1"} 3)"));
+  // A manager without groups has none of them.
+  PrometheusMetrics plain;
+  m.groups.clear();
+  plain.update(m);
+  EXPECT_EQ(plain.text().find("group"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace kvtier::metrics

@@ -32,6 +32,14 @@ def test_a_window_group_holds_the_null_page_before_its_window():
     assert all(e["kind"] in ("full_attention", "sliding_window") for e in events)
     groups = m.metrics()["groups"]
     assert groups[0]["active"] == 5 and groups[1]["active"] == 5
+    try:
+        text = m.prometheus_text()
+    except kvtier.ConfigError:
+        return  # a build without prometheus-cpp
+    # b took 3 cached pages in full attention, 2 in the window (null before it).
+    assert 'kvtier:prefix_cache_group_hit_blocks_total{group="0",kind="full_attention",tier="G1"} 3' in text
+    assert 'kvtier:prefix_cache_group_hit_blocks_total{group="1",kind="sliding_window",tier="G1"} 2' in text
+    assert 'kvtier:kv_cache_group_used_blocks{group="1",kind="sliding_window",tier="G1"} 5' in text
 
 
 def test_a_real_models_preset_resolves_its_groups():

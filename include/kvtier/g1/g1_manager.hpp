@@ -138,6 +138,9 @@ class G1Manager {
   std::span<const PageId> block_table(OwnerId owner, std::size_t group) const;
   /// Active and inactive pages per group (the null page is never counted).
   std::vector<GroupUsage> group_usage() const;
+  /// Per group, cached pages requests took as prefix hits since the start
+  /// (a manager without groups: empty).
+  std::vector<std::uint64_t> group_hit_pages() const;
   /// The null page, when the manager keeps one.
   std::optional<PageId> null_page() const;
   /// Gives `owner` slots for the first `tokens` tokens of `sequence`: a new

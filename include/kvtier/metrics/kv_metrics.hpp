@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "kvtier/g1/g1_manager.hpp"
 #include "kvtier/offload/offload_engine.hpp"
@@ -38,6 +40,15 @@ struct TransferMetrics {
   std::uint64_t bytes = 0;
 };
 
+/// One KV cache group of a manager with groups, in G1.
+struct GroupMetrics {
+  std::size_t index = 0;
+  std::string kind;               // vLLM's KVCacheSpecKind
+  std::size_t used_blocks = 0;    // pages requests hold
+  std::size_t cached_blocks = 0;  // inactive pages
+  std::uint64_t hit_blocks = 0;   // cached pages requests took as prefix hits
+};
+
 struct KvMetrics {
   std::array<TierMetrics, kTiers.size()> tiers{};
   std::uint64_t query_blocks = 0;  // full prompt blocks asked for at a request's first admission
@@ -54,6 +65,7 @@ struct KvMetrics {
   std::optional<std::uint64_t> verify_mismatches;
   std::uint64_t events_published = 0;  // KV events handed to the wire (or to Python)
   std::uint64_t events_dropped = 0;    // lost to a full queue
+  std::vector<GroupMetrics> groups;    // a manager with KV cache groups: one each
 
   TierMetrics& tier(Tier t) noexcept { return tiers[static_cast<std::size_t>(t)]; }
   const TierMetrics& tier(Tier t) const noexcept { return tiers[static_cast<std::size_t>(t)]; }

@@ -30,7 +30,8 @@ GroupCoordinator::GroupCoordinator(ModelGeometry geometry, std::uint32_t capacit
       caching_(enable_prefix_caching),
       pool_(capacity),
       page_group_(capacity, 0),
-      removed_(geometry_.group_count()) {
+      removed_(geometry_.group_count()),
+      hit_pages_(geometry_.group_count(), 0) {
   KVTIER_EXPECTS(geometry_.group_count() > 0 && geometry_.group_count() <= 255,
                  "a manager holds between 1 and 255 KV cache groups");
   for (const ResolvedGroup& group : geometry_.groups()) {
@@ -194,6 +195,7 @@ bool GroupCoordinator::allocate(OwnerId owner, std::span<const SequenceHash> has
       for (std::size_t b = 0; b < hit_blocks; ++b) {
         table.pages.push_back(b < first_real[g] ? *null_page_ : taken[next_hit++].page);
       }
+      hit_pages_[g] += hit_blocks - std::min(hit_blocks, first_real[g]);
       table.considered = hit_blocks;
     }
     while (table.pages.size() < positions[g]) table.pages.push_back(*null_page_);

@@ -93,6 +93,8 @@ class GroupCoordinator {
   /// Pages neither held nor cached.
   std::size_t free_pages() const noexcept { return pool_.free_capacity(); }
   std::vector<GroupUsage> usage() const;
+  /// Per group, the cached pages requests have taken as prefix hits since the start.
+  const std::vector<std::uint64_t>& hit_pages() const noexcept { return hit_pages_; }
   /// Cached pages no request holds, the next victim first.
   std::vector<PageId> eviction_order() const { return pool_.inactive_order(); }
   /// Hashes of `group` whose last cached copy was evicted, oldest first, since the last call.
@@ -134,6 +136,7 @@ class GroupCoordinator {
   std::vector<std::vector<SequenceHash>> removed_;                                       // by group
   std::unordered_map<std::uint32_t, std::uint64_t> state_step_;  // Mamba page -> step it was cached in
   std::uint64_t step_ = 0;
+  std::vector<std::uint64_t> hit_pages_;  // by group
 };
 
 }  // namespace kvtier::g1
