@@ -20,6 +20,7 @@
 #include "kvtier/session/session_config.hpp"
 #include "kvtier/tiers/shared/redis_url.hpp"
 #include "metrics_options.hpp"
+#include "model_replay.hpp"
 #include "option_checks.hpp"
 #include "replay_report.hpp"
 #include "result_table.hpp"
@@ -63,6 +64,7 @@ struct ReplayOptions {
   std::size_t token_budget = 8192;
   std::optional<std::size_t> output_tokens;
   std::size_t max_requests = 0;  // 0: all
+  double time_scale = 1.0;       // arrivals at this multiple of the trace's times (0: all at once)
   std::string verify = "sample";
   std::uint32_t attention_every = replay::ReplayConfig{}.attention_check_every;
   std::uint32_t attention_sequences = replay::ReplayConfig{}.attention_check_sequences;
@@ -72,6 +74,8 @@ struct ReplayOptions {
   std::uint64_t seed = 0;
   KvEventsOptions kv_events;
   MetricsOptions metrics;
+  ModelReplayOptions model;
+  bool max_running_given = false;  // a model replay runs up to 256 (vLLM's max_num_seqs) otherwise
 };
 
 /// A progress bar on stderr, drawn only when stderr is a terminal and at
@@ -211,9 +215,22 @@ int run(const ReplayOptions& o) {
       o.trace.empty() ? replay::default_workload(o.seed) : replay::read_trace_file(o.trace, limit);
   if (requests.size() > limit) requests.resize(limit);
   if (requests.empty()) throw ConfigError("the trace " + o.trace + " holds no requests");
+  for (replay::TraceRequest& r : requests) r.timestamp_ms *= o.time_scale;
   const std::string workload =
       o.trace.empty() ? "built-in conversations (seed " + std::to_string(o.seed) + ")" : o.trace;
   const std::string runtime_name = memory::runtime_kind_name(runtime->kind());
+  if (o.model.wanted()) {
+    if (!o.kv_events.endpoint.empty() || o.metrics.port || !o.metrics.file.empty()) {
+      throw ConfigError("--model replays report on stdout and --json: not with --kv-events or --metrics-*");
+    }
+    if (config.instances > 1) throw ConfigError("--model replays one instance");
+    if (!o.sweep_capacity.empty()) throw ConfigError("--model sizes G1 from --gpu-memory-gb: not --sweep-capacity");
+    if (!o.max_running_given) config.max_running = 256;
+    ModelReplayOptions model = o.model;
+    model.json = o.json;
+    model.csv = o.csv;
+    return run_model_replay(model, config, *runtime, requests, workload);
+  }
   if (!o.sweep_capacity.empty()) {
     if (!o.kv_events.endpoint.empty()) throw ConfigError("--kv-events publishes one replay, not a --sweep-capacity");
     if (o.metrics.port || !o.metrics.file.empty())
@@ -341,10 +358,17 @@ void add_replay_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--layers", o->layers)->capture_default_str();
   cmd->add_option("--kv-heads", o->kv_heads)->capture_default_str();
   cmd->add_option("--head-dim", o->head_dim)->capture_default_str();
-  cmd->add_option("--max-running", o->max_running, "requests running at once")->capture_default_str();
+  auto* max_running =
+      cmd->add_option("--max-running", o->max_running, "requests running at once (a --model replay: 256)")
+          ->capture_default_str();
   cmd->add_option("--token-budget", o->token_budget, "prompt and decode tokens per step")->capture_default_str();
   cmd->add_option("--output-tokens", o->output_tokens, "every request's output length (0: prefill only)");
   cmd->add_option("--max-requests", o->max_requests, "replay the first N requests (0: all)")->capture_default_str();
+  cmd->add_option("--time-scale", o->time_scale,
+                  "arrivals at this multiple of the trace's times (0: all at once, a saturated server as vLLM's "
+                  "benchmark --request-rate inf)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6));
   cmd->add_option("--verify", o->verify, "sample | full | off: which reused pages are checked")->capture_default_str();
   cmd->add_option("--attention-every", o->attention_every,
                   "every Nth step, paged attention over running requests is checked against their K/V (0: never)")
@@ -360,11 +384,34 @@ void add_replay_command(CLI::App& app, int& exit_code) {
       ->delimiter(',')
       ->excludes(capacity)
       ->excludes(fraction);
+  auto* model = cmd->add_option("--model", o->model.model,
+                                "a real model's KV cache groups (a preset: kvtier info --model lists them); the pool "
+                                "is what --gpu-memory-gb holds, compared with the model forced to one group")
+                    ->check(non_empty());
+  auto* model_config =
+      cmd->add_option("--model-config", o->model.model_config, "the same from a Hugging Face config.json")
+          ->check(non_empty())
+          ->excludes(model);
+  for (CLI::Option* from_model : {model, model_config}) from_model->excludes(capacity)->excludes(fraction);
+  cmd->add_option("--gpu-memory-gb", o->model.gpu_memory_gb, "with --model: GiB of KV cache memory")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--no-hybrid", o->model.no_hybrid,
+                "with --model: only the model forced to one full-attention group (vLLM's "
+                "--disable-hybrid-kv-cache-manager)");
+  cmd->add_flag("!--no-compare", o->model.compare, "with --model: skip the --no-hybrid run beside the hybrid one");
+  cmd->add_option("--check-page-bytes", o->model.check_page_bytes,
+                  "with --model and groups: bytes of each pool page in memory, its patterns checked (0: the model's "
+                  "real page)")
+      ->capture_default_str();
+  cmd->add_option("--max-model-len", o->model.max_model_len,
+                  "with --model: longer requests are refused (default: the model's, lowered to what one pool holds)");
   add_kv_events_options(*cmd, o->kv_events);
   add_metrics_options(*cmd, o->metrics);
   cmd->add_option("--seed", o->seed, "built-in workload and output tokens")->capture_default_str();
-  cmd->callback([o, eviction, &exit_code] {
+  cmd->callback([o, eviction, max_running, &exit_code] {
     o->eviction_given = eviction->count() > 0;
+    o->max_running_given = max_running->count() > 0;
     try {
       exit_code = run(*o);
     } catch (const std::exception& error) {

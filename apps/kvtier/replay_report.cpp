@@ -42,6 +42,20 @@ std::string shared_lines(const nlohmann::ordered_json& j) {
   return out.str();
 }
 
+/// One line per KV cache group of a manager with groups.
+std::string group_lines(const nlohmann::ordered_json& j) {
+  if (!j.contains("groups")) return "";
+  std::ostringstream out;
+  std::size_t i = 0;
+  for (const auto& g : j["groups"]) {
+    out << "group " << i++ << ":       " << g["kind"].get<std::string>() << " (block " << g["block_size"]
+        << "): " << g["hit_pages"] << " pages hit, " << g["stored_blocks"] << " blocks cached, " << g["removed_blocks"]
+        << " evicted; " << g["pages_written"] << " pages written, " << g["pages_verified"] << " hit pages verified, "
+        << g["mismatches"] << " mismatches\n";
+  }
+  return out.str();
+}
+
 /// One line per instance of `--instances N`.
 std::string instance_lines(const nlohmann::ordered_json& j) {
   if (!j.contains("per_instance")) return "";
@@ -83,9 +97,12 @@ nlohmann::ordered_json report_json(const replay::ReplayReport& r, const replay::
   out["route"] = config.route == replay::RouteMode::RoundRobin ? "round_robin" : "hash";
   out["block_size"] = config.session.manager.block_size;
   out["requests"] = r.requests;
+  out["rejected_requests"] = r.rejected_requests;
   out["prompt_tokens"] = r.prompt_tokens;
   out["generated_tokens"] = r.generated_tokens;
   out["steps"] = r.steps;
+  out["mean_running"] = r.mean_running();
+  out["peak_running"] = r.peak_running;
   out["prompt_blocks"] = r.prompt_blocks;
   out["g1_hit_blocks"] = r.g1_hit_blocks;
   out["g2_hit_blocks"] = r.g2_hit_blocks;
@@ -147,6 +164,20 @@ nlohmann::ordered_json report_json(const replay::ReplayReport& r, const replay::
   out["attention_mismatches"] = r.attention_mismatches;
   out["first_bad_page"] =
       r.first_bad_page ? nlohmann::ordered_json(*r.first_bad_page) : nlohmann::ordered_json(nullptr);
+  if (!r.groups.empty()) {
+    nlohmann::ordered_json groups = nlohmann::ordered_json::array();
+    for (const replay::GroupReplayCounts& g : r.groups) {
+      groups.push_back({{"kind", g.kind},
+                        {"block_size", g.block_size},
+                        {"hit_pages", g.hit_pages},
+                        {"stored_blocks", g.stored_blocks},
+                        {"removed_blocks", g.removed_blocks},
+                        {"pages_written", g.pages_written},
+                        {"pages_verified", g.pages_verified},
+                        {"mismatches", g.mismatches}});
+    }
+    out["groups"] = std::move(groups);
+  }
   out["virtual_ms"] = r.virtual_ms;
   out["wall_seconds"] = r.wall_seconds;
   return out;
@@ -168,7 +199,13 @@ void print_report(const nlohmann::ordered_json& j) {
             << "\n"
             << "requests:      " << j["requests"] << " (" << j["prompt_tokens"] << " prompt tokens, "
             << j["generated_tokens"] << " generated) in " << j["steps"] << " steps, "
-            << j["virtual_ms"].get<double>() / 1000.0 << " s of virtual time\n"
+            << j["virtual_ms"].get<double>() / 1000.0 << " s of virtual time"
+            << (j["rejected_requests"].get<std::size_t>() > 0
+                    ? "; " + j["rejected_requests"].dump() + " refused (longer than max_model_len or than G1)"
+                    : "")
+            << "\n"
+            << "concurrency:   " << j["mean_running"].get<double>() << " requests running on average, "
+            << j["peak_running"] << " at most\n"
             << "prefix hits:   G1 " << j["g1_hit_blocks"] << " of " << j["prompt_blocks"] << " prompt blocks ("
             << 100.0 * j["g1_hit_rate"].get<double>() << "%), G2 " << j["g2_hit_blocks"] << " ("
             << 100.0 * j["g2_hit_rate"].get<double>() << "%)"
@@ -185,8 +222,11 @@ void print_report(const nlohmann::ordered_json& j) {
             << j["swap_ins"] << " back in (" << j["swap_in_bytes"] << " bytes), " << j["failed_copies"]
             << " failed copies; achieved " << j["swap_out_GBps"].get<double>() << " GB/s out, "
             << j["swap_in_GBps"].get<double>() << " GB/s in (floors: copy ends are seen at polls)\n"
-            << disk_lines(j) << shared_lines(j) << instance_lines(j) << "K/V writes:    " << j["kv_tokens_written"]
-            << " tokens through write_kv (" << j["kv_bytes_written"] << " bytes)\n"
+            << disk_lines(j) << shared_lines(j) << instance_lines(j) << group_lines(j)
+            << "K/V writes:    " << j["kv_tokens_written"]
+            << (j.contains("groups") ? " tokens computed, their blocks' pages written with their patterns ("
+                                     : " tokens through write_kv (")
+            << j["kv_bytes_written"] << " bytes)\n"
             << "allocator:     " << j["allocator_ops"] << " operations, "
             << per_second(j["allocator_ops"].get<double>())
             << " per second of wall time (page writes and checks included)\n"

@@ -49,9 +49,10 @@ void G1Manager::free_slots(OwnerId owner) {
   grouped_->free(owner);
 }
 
-GroupPatterns G1Manager::group_patterns(OwnerId owner, const ActiveSequence& sequence, std::size_t group) const {
+GroupPatterns G1Manager::group_patterns(OwnerId owner, const ActiveSequence& sequence, std::size_t group,
+                                        std::size_t first_block, std::size_t end_block) const {
   require_groups(grouped_, "group_patterns");
-  return grouped_->patterns(owner, sequence, group);
+  return grouped_->patterns(owner, sequence, group, first_block, end_block);
 }
 
 void G1Manager::begin_step() {

@@ -110,6 +110,7 @@ ModelDescription read_model_config(const nlohmann::json& config, const std::stri
   const std::uint32_t kv_heads = r.u32_or("num_key_value_heads", heads);
   const std::uint32_t head_dim = r.has("head_dim") ? r.u32("head_dim") : r.u32("hidden_size") / heads;
   const KvDtype dtype = dtype_of(r, config, c);
+  m.max_model_len = r.u32_or("max_position_embeddings", 0);
   const std::vector<LayerKind> kinds = layer_kinds(r, c, m.layers);
 
   std::map<LayerKind, std::uint32_t> count;

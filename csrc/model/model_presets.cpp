@@ -19,13 +19,10 @@ Json every_nth(std::uint32_t layers, std::uint32_t every, const Json& special, c
 
 Json gpt_oss(std::uint32_t layers) {
   // layer_types alternates, sliding first, as the published config lists it.
-  return {{"num_hidden_layers", layers},
-          {"num_attention_heads", 64},
-          {"num_key_value_heads", 8},
-          {"head_dim", 64},
-          {"sliding_window", 128},
-          {"torch_dtype", "bfloat16"},
-          {"layer_types", every_nth(layers, 2, "full_attention", "sliding_attention")}};
+  return {{"num_hidden_layers", layers}, {"num_attention_heads", 64},
+          {"num_key_value_heads", 8},    {"head_dim", 64},
+          {"sliding_window", 128},       {"max_position_embeddings", 131072},
+          {"torch_dtype", "bfloat16"},   {"layer_types", every_nth(layers, 2, "full_attention", "sliding_attention")}};
 }
 
 struct Preset {
@@ -39,11 +36,8 @@ const std::map<std::string, Preset>& presets() {
       {"llama-3.1-8b",
        {"huggingface.co/meta-llama/Llama-3.1-8B/blob/main/config.json",
         [] {
-          return Json{{"num_hidden_layers", 32},
-                      {"num_attention_heads", 32},
-                      {"num_key_value_heads", 8},
-                      {"hidden_size", 4096},
-                      {"torch_dtype", "bfloat16"}};
+          return Json{{"num_hidden_layers", 32}, {"num_attention_heads", 32},         {"num_key_value_heads", 8},
+                      {"hidden_size", 4096},     {"max_position_embeddings", 131072}, {"torch_dtype", "bfloat16"}};
         }}},
       {"gpt-oss-20b", {"huggingface.co/openai/gpt-oss-20b/blob/main/config.json", [] { return gpt_oss(24); }}},
       {"gpt-oss-120b", {"huggingface.co/openai/gpt-oss-120b/blob/main/config.json", [] { return gpt_oss(36); }}},
@@ -57,7 +51,8 @@ const std::map<std::string, Preset>& presets() {
                         {"num_key_value_heads", 16},
                         {"head_dim", 128},
                         {"sliding_window", 1024},
-                        {"sliding_window_pattern", 6}}}};
+                        {"sliding_window_pattern", 6},
+                        {"max_position_embeddings", 131072}}}};
         }}},
       {"llama-4-scout",
        {"huggingface.co/meta-llama/Llama-4-Scout-17B-16E/blob/main/config.json (text_config; no_rope_layers as "
@@ -70,17 +65,18 @@ const std::map<std::string, Preset>& presets() {
                         {"num_key_value_heads", 8},
                         {"head_dim", 128},
                         {"attention_chunk_size", 8192},
+                        {"max_position_embeddings", 10485760},
                         {"no_rope_layers", every_nth(48, 4, 0, 1)}}}};
         }}},
       {"qwen3-next-80b-a3b",
        {"huggingface.co/Qwen/Qwen3-Next-80B-A3B-Instruct/blob/main/config.json",
         [] {
-          return Json{{"num_hidden_layers", 48},      {"num_attention_heads", 16},
-                      {"num_key_value_heads", 2},     {"head_dim", 256},
-                      {"full_attention_interval", 4}, {"linear_conv_kernel_dim", 4},
-                      {"linear_key_head_dim", 128},   {"linear_num_key_heads", 16},
-                      {"linear_num_value_heads", 32}, {"linear_value_head_dim", 128},
-                      {"torch_dtype", "bfloat16"}};
+          return Json{{"num_hidden_layers", 48},           {"num_attention_heads", 16},
+                      {"num_key_value_heads", 2},          {"head_dim", 256},
+                      {"full_attention_interval", 4},      {"linear_conv_kernel_dim", 4},
+                      {"linear_key_head_dim", 128},        {"linear_num_key_heads", 16},
+                      {"linear_num_value_heads", 32},      {"linear_value_head_dim", 128},
+                      {"max_position_embeddings", 262144}, {"torch_dtype", "bfloat16"}};
         }}},
       {"deepseek-v3",
        {"huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json",

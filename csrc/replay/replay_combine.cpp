@@ -24,6 +24,8 @@ ReplayReport combine(const std::vector<ReplayReport>& reports) {
     using Field = std::pair<std::size_t*, std::size_t>;
     for (const auto& [sum, part] :
          std::initializer_list<Field>{{&total.requests, r.requests},
+                                      {&total.rejected_requests, r.rejected_requests},
+                                      {&total.running_request_steps, r.running_request_steps},
                                       {&total.prompt_tokens, r.prompt_tokens},
                                       {&total.generated_tokens, r.generated_tokens},
                                       {&total.steps, r.steps},
@@ -84,6 +86,21 @@ ReplayReport combine(const std::vector<ReplayReport>& reports) {
     g3_read_s += busy(r.g3_bytes_read, r.g3_read_gbps);
     g4_fetch_s += busy(r.g4_bytes_fetched, r.g4_fetch_gbps);
     if (!total.first_bad_page) total.first_bad_page = r.first_bad_page;
+    total.peak_running = std::max(total.peak_running, r.peak_running);  // a floor of the instances' sum
+    if (total.groups.empty()) {
+      total.groups = r.groups;
+    } else {
+      for (std::size_t g = 0; g < std::min(total.groups.size(), r.groups.size()); ++g) {
+        GroupReplayCounts& sum = total.groups[g];
+        const GroupReplayCounts& part = r.groups[g];
+        sum.hit_pages += part.hit_pages;
+        sum.stored_blocks += part.stored_blocks;
+        sum.removed_blocks += part.removed_blocks;
+        sum.pages_written += part.pages_written;
+        sum.pages_verified += part.pages_verified;
+        sum.mismatches += part.mismatches;
+      }
+    }
     total.virtual_ms = std::max(total.virtual_ms, r.virtual_ms);
     total.wall_seconds = std::max(total.wall_seconds, r.wall_seconds);
   }

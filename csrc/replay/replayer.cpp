@@ -11,6 +11,8 @@
 #include "kvtier/core/page_pattern.hpp"
 #include "kvtier/driver/request_driver.hpp"
 #include "kvtier/replay/attention_check.hpp"
+#include "kvtier/replay/prefill_chunk.hpp"
+#include "kvtier/replay/tier_report.hpp"
 #include "kvtier/replay/token_kv_writer.hpp"
 #include "kvtier/session/disk_tier_factory.hpp"
 #include "kvtier/session/session.hpp"
@@ -37,14 +39,23 @@ class Replay {
          std::vector<std::size_t> trace_index = {})
       : config_(config), requests_(requests), trace_index_(std::move(trace_index)) {
     const std::uint32_t bs = config.session.manager.block_size;
-    if (bs < 2 || kTraceBlockTokens % bs != 0) {
-      throw ConfigError("block size " + std::to_string(bs) + " must divide the trace's 512-token blocks");
-    }
     if (config.max_running == 0) throw ConfigError("max-running must be at least 1");
     if (config.token_budget == 0 || config.token_budget > kMaxSequenceTokens) {
       throw ConfigError("token-budget must be in [1, " + std::to_string(kMaxSequenceTokens) + "]");
     }
     if (config.verify == VerifyMode::Sample && config.sample_every == 0) throw ConfigError("sample_every must be >= 1");
+    if (config.max_model_len && *config.max_model_len == 0) throw ConfigError("max_model_len must be at least 1");
+    // A manager with groups counts each group's events (the replay's per-group report).
+    if (!config.session.manager.groups.empty()) {
+      group_events_ = std::make_shared<GroupEventCounter>(config.session.manager.groups.size());
+      config_.session.event_sinks.push_back(group_events_);
+    }
+    const bool grouped = !config.session.manager.groups.empty() &&
+                         (config.session.manager.groups.size() > 1 ||
+                          config.session.manager.groups.front().kind != GroupKind::FullAttention);
+    if (!grouped && (bs < 2 || kTraceBlockTokens % bs != 0)) {
+      throw ConfigError("block size " + std::to_string(bs) + " must divide the trace's 512-token blocks");
+    }
     for (const TraceRequest& r : requests) {
       // Lengths come from the trace or the command line: a sum that wraps would
       // admit a request that never fits, preempted and recomputed forever.
@@ -55,14 +66,26 @@ class Replay {
                           " output tokens is longer than the " + std::to_string(kMaxSequenceTokens) +
                           " tokens a request may have");
       }
+      if (config.max_model_len && *tokens > *config.max_model_len) continue;  // refused when it arrives
       const std::size_t blocks = (*tokens + bs - 1) / bs + 1;
-      if (blocks > config.session.manager.capacity) {
+      // With groups a request's pages depend on its groups' windows: one that
+      // never fits is refused when it is alone and still does not.
+      if (!grouped && blocks > config.session.manager.capacity) {
         throw ConfigError("a request of " + std::to_string(*tokens) + " tokens needs " + std::to_string(blocks) +
                           " G1 pages; capacity is " + std::to_string(config.session.manager.capacity));
       }
     }
-    session_ = std::make_unique<session::Session>(runtime, config.session);
+    session_ = std::make_unique<session::Session>(runtime, config_.session);
     manager_ = &session_->manager();
+    grouped_ = manager_->has_groups();
+    hash_unit_ = grouped_ ? manager_->geometry()->hash_block_size() : bs;
+    if (grouped_) {
+      for (const ResolvedGroup& group : manager_->geometry()->groups()) {
+        if (group.spec.kind == GroupKind::Mamba && group.spec.mamba_mode == MambaMode::Align) {
+          mamba_align_unit_ = manager_->geometry()->scheduler_block_size();
+        }
+      }
+    }
     engine_ = session_->engine();
     if (engine_ != nullptr) {
       if (const tiers::LowerTier* disk = engine_->lower_tier(StorageTier::Disk)) {
@@ -70,7 +93,9 @@ class Replay {
       }
     }
     writer_ = std::make_unique<TokenKvWriter>(session_->pool(), config.token_budget);
-    if (config.attention_check_every > 0 && config.attention_check_sequences > 0) {
+    if (grouped_) {
+      group_check_ = std::make_unique<GroupPageCheck>(*manager_, session_->pool(), group_events_);
+    } else if (config.attention_check_every > 0 && config.attention_check_sequences > 0) {
       attention_ = std::make_unique<AttentionCheck>(*session_, config.attention_check_sequences);
     }
     if (config.copy_fault_one_in > 0 && (engine_ == nullptr || runtime.faults() == nullptr)) {
@@ -116,15 +141,21 @@ class Replay {
     report_.swap_outs = session_->tier_events().stored(metrics::Tier::G2);
     report_.swap_out_bytes = report_.swap_outs * session_->pool().layout().page_bytes();
     report_.swap_in_bytes = report_.swap_ins * session_->pool().layout().page_bytes();
-    report_.kv_tokens_written = writer_->tokens_written();
-    report_.kv_bytes_written = writer_->bytes_written();
+    if (!group_check_) {  // a manager with groups counts its pattern writes as it goes
+      report_.kv_tokens_written = writer_->tokens_written();
+      report_.kv_bytes_written = writer_->bytes_written();
+    }
     if (engine_ != nullptr) {
       report_.failed_copies = engine_->stats().failed_transfers;
       report_.swap_out_gbps = engine_->swap_out_usage().gbps();
       report_.swap_in_gbps = engine_->swap_in_usage().gbps();
-      if (const tiers::LowerTier* disk = engine_->lower_tier(StorageTier::Disk)) read_disk(*disk);
-      if (const tiers::LowerTier* shared = engine_->lower_tier(StorageTier::External)) read_shared(*shared);
+      if (const tiers::LowerTier* disk = engine_->lower_tier(StorageTier::Disk))
+        read_disk_tier(*engine_, *disk, report_);
+      if (const tiers::LowerTier* shared = engine_->lower_tier(StorageTier::External)) {
+        read_shared_tier(*engine_, *shared, report_);
+      }
     }
+    if (group_check_) report_.groups = group_check_->counts();
     report_.virtual_ms = now_;
     report_.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     if (config_.observe_metrics) config_.observe_metrics(kv_metrics(), std::nullopt);
@@ -132,54 +163,6 @@ class Replay {
   }
 
  private:
-  void read_disk(const tiers::LowerTier& disk) {
-    const tiers::LowerTierStats io = disk.stats();
-    report_.g3_blocks_written = io.blocks_written;
-    report_.g3_blocks_read = io.blocks_read;
-    report_.g3_bytes_written = io.bytes_written;
-    report_.g3_bytes_read = io.bytes_read;
-    const auto gbps = [](std::uint64_t bytes, double seconds) {
-      return seconds > 0.0 ? static_cast<double>(bytes) / seconds / 1e9 : 0.0;
-    };
-    report_.g3_write_gbps = gbps(io.bytes_written, io.write_busy_s);
-    report_.g3_read_gbps = gbps(io.bytes_read, io.read_busy_s);
-    report_.g3_checksum_failures = io.checksum_failures;
-    report_.g3_io_failures = io.read_failures + io.write_failures;
-    report_.g3_demotions_refused = engine_->lower_usage(StorageTier::Disk).demotions_refused;
-    report_.g3_authentication_failures = io.authentication_failures;
-    for (const auto& [name, value] : session::disk_tier_recovery(disk)) {
-      const std::string_view field(name);
-      if (field == "disk_slots_torn") report_.g3_slots_torn = value;
-      if (field == "disk_slots_superseded") report_.g3_slots_superseded = value;
-      if (field == "disk_slots_unauthenticated") report_.g3_slots_unauthenticated = value;
-      if (field == "disk_dropped_on_shrink") report_.g3_dropped_on_shrink = value;
-      if (field == "disk_discarded_by_reformat") report_.g3_discarded_by_reformat = value;
-      if (field == "disk_parked_slots") report_.g3_parked_slots = value;
-    }
-  }
-
-  void read_shared(const tiers::LowerTier& shared) {
-    const tiers::LowerTierStats io = shared.stats();
-    report_.g4_blocks_published = io.blocks_written;
-    report_.g4_publishes_refused = engine_->lower_usage(StorageTier::External).demotions_refused;
-    report_.g4_blocks_fetched = io.blocks_read;
-    report_.g4_bytes_fetched = io.bytes_read;
-    report_.g4_fetch_gbps = io.read_busy_s > 0.0 ? static_cast<double>(io.bytes_read) / io.read_busy_s / 1e9 : 0.0;
-    report_.g4_checksum_failures = io.checksum_failures;
-    report_.g4_authentication_failures = io.authentication_failures;
-    for (const auto& [name, value] : session::shared_tier_counters(shared)) {
-      const std::string_view field(name);
-      if (field == "shared_already_present") report_.g4_already_present = value;
-      if (field == "shared_lookups") report_.g4_lookups = value;
-      if (field == "shared_values_missing") report_.g4_values_missing = value;
-      if (field == "shared_errors") report_.g4_errors = value;
-      if (field == "shared_other_version") report_.g4_other_version = value;
-      if (field == "shared_oversized") report_.g4_oversized = value;
-      if (field == "shared_answered") report_.g4_answered = value;
-      if (field == "shared_read_only") report_.g4_read_only = value;
-    }
-  }
-
   /// The tiers now and the report's counters so far.
   metrics::KvMetrics kv_metrics() const {
     metrics::KvMetrics m = session_->tier_metrics();
@@ -196,11 +179,18 @@ class Replay {
 
   void arrive() {
     const TraceRequest& trace = requests_[next_arrival_];
+    ++report_.requests;
+    const std::size_t output = config_.output_tokens.value_or(trace.output_length);
+    if (config_.max_model_len && trace.input_length + output > *config_.max_model_len) {
+      ++report_.rejected_requests;  // vLLM refuses a request past max_model_len
+      ++next_arrival_;
+      return;
+    }
     ActiveSequence sequence(
         synthesize_prompt(trace),
         ActiveSequenceConfig{
-            .block_size = config_.session.manager.block_size,
-            .max_output_tokens = config_.output_tokens.value_or(trace.output_length),
+            .block_size = hash_unit_,
+            .max_output_tokens = output,
             .enable_prefix_caching = config_.session.manager.enable_prefix_caching,
             .emit_token_ids = config_.emit_token_ids,
             .seed = config_.seed ^ (trace_index_.empty() ? next_arrival_ : trace_index_[next_arrival_])});
@@ -208,13 +198,13 @@ class Replay {
                                .owner = g1::OwnerId(next_arrival_ + 1),
                                .sequence = std::move(sequence),
                                .prompt_length = trace.input_length});
-    ++report_.requests;
     report_.prompt_tokens += trace.input_length;
     ++next_arrival_;
   }
 
   void step() {
     ++report_.steps;
+    manager_->begin_step();             // Mamba states cached in earlier steps may be hit now
     manager_->collect_offloads(false);  // the pass-start tick: apply the copies that have finished
     std::size_t budget = config_.token_budget;
     // Decode: one token for every prefilled request, in admission order.
@@ -248,6 +238,8 @@ class Replay {
       waiting_.pop_front();
       if (prefill(running_.size() - 1, budget) == Outcome::Preempted) break;  // no room: wait for a finish
     }
+    report_.running_request_steps += running_.size();
+    report_.peak_running = std::max(report_.peak_running, running_.size());
   }
 
   enum class Outcome : std::uint8_t { Running, Finished, Preempted };
@@ -275,6 +267,22 @@ class Replay {
 
   driver::RequestDriver driver() { return driver::RequestDriver(*manager_); }
 
+  /// A request not admitted now goes back to the front of the queue.
+  Outcome wait(std::size_t i) {
+    Request deferred = std::move(running_[i]);
+    running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
+    waiting_.push_front(std::move(deferred));
+    return Outcome::Preempted;
+  }
+
+  /// Refuses a running request that does not fit in G1 alone.
+  void reject(std::size_t i) {
+    Request r = std::move(running_[i]);
+    running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
+    release(r);
+    ++report_.rejected_requests;
+  }
+
   void maybe_inject_fault() {
     if (config_.copy_fault_one_in > 0 && fault_rng_() % config_.copy_fault_one_in == 0) engine_->inject_copy_fault(1);
   }
@@ -289,7 +297,11 @@ class Replay {
       if (driver().allocate_collecting(r.owner, r.sequence, tokens, report_.allocator_ops).is_ready()) return true;
       const g1::OwnerId owner = r.owner;
       if (!preempt_other(index)) {
-        preempt(index);
+        if (grouped_) {
+          reject(index);  // alone, with every other page evictable: it never fits
+        } else {
+          preempt(index);
+        }
         return false;
       }
       // Preempting a later request never moves `index`; find it again anyway.
@@ -300,24 +312,32 @@ class Replay {
   }
 
   Outcome prefill(std::size_t index, std::size_t& budget) {
-    const std::size_t bs = config_.session.manager.block_size;
     if (running_[index].computed == 0) {
       // Admission: G2 hits are swapped in first; what does not fit waits at
       // the front of the queue (vLLM admits only what fits).
       maybe_inject_fault();
       Request& r = running_[index];
-      const driver::Admission admission = driver().admit(r.owner, r.sequence, r.prompt_length, budget);
+      std::size_t chunk = budget;
+      if (mamba_align_unit_ != 0) {  // its first chunk from its hit, which is on a block boundary
+        const std::size_t hit = manager_->get_prefill_cost(r.sequence).cached_tokens;
+        chunk = prefill_chunk(hit, r.sequence.len(), r.prompt_length, budget, mamba_align_unit_);
+        if (chunk == 0) return wait(index);
+      }
+      const driver::Admission admission = driver().admit(r.owner, r.sequence, r.prompt_length, chunk);
       report_.allocator_ops += admission.manager_calls;
       report_.swap_ins += admission.swapped_in;
       if (!admission.acquire.is_ready()) {
-        Request deferred = std::move(r);
-        running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(index));
-        waiting_.push_front(std::move(deferred));
-        return Outcome::Preempted;
+        if (grouped_ && running_.size() == 1) {
+          running_.clear();
+          ++report_.rejected_requests;  // alone, with every other page evictable: it never fits
+          return Outcome::Finished;
+        }
+        return wait(index);
       }
-      const std::size_t hits = admission.cached_blocks;
+      const std::size_t hit_tokens = admission.cached_blocks * manager_->block_size();
+      const std::size_t hits = hit_tokens / hash_unit_;
       if (!r.admitted_before) {  // hit rates count a request's first admission
-        report_.prompt_blocks += r.prompt_length / bs;
+        report_.prompt_blocks += r.prompt_length / hash_unit_;
         const std::size_t swapped = std::min(admission.swapped_in, hits);
         const std::size_t from_lower = std::min(admission.swapped_in_from_lower, swapped);
         const std::size_t from_g4 = std::min(admission.swapped_in_from_external, from_lower);
@@ -328,9 +348,12 @@ class Replay {
         r.admitted_before = true;
       }
       verify_reused(r, hits);
-      finish_chunk(r, hits * bs, admission.allocated_to, budget);
+      finish_chunk(r, hit_tokens, admission.allocated_to, budget);
     } else {
-      const std::size_t target = std::min(running_[index].sequence.len(), running_[index].computed + budget);
+      const Request& r = running_[index];
+      const std::size_t chunk = prefill_chunk(r.computed, r.sequence.len(), r.prompt_length, budget, mamba_align_unit_);
+      if (chunk == 0) return Outcome::Running;  // a block-aligned chunk waits for a step with more budget
+      const std::size_t target = r.computed + chunk;
       if (!allocate(index, target)) return Outcome::Preempted;
       finish_chunk(running_[index], running_[index].computed, target, budget);
     }
@@ -405,6 +428,12 @@ class Replay {
   /// Tokens [from, to) were computed: their K/V goes into their slots.
   void write_tokens(const Request& r, std::size_t from, std::size_t to) {
     if (from >= to) return;
+    if (group_check_) {
+      const std::size_t pages = group_check_->write(r.owner, r.sequence, from, to);
+      report_.kv_tokens_written += to - from;
+      report_.kv_bytes_written += pages * session_->pool().layout().page_bytes();
+      return;
+    }
     const std::size_t bs = config_.session.manager.block_size;
     const auto table = manager_->block_table(r.owner);
     std::vector<std::uint64_t>& identities = identity_buffer_;
@@ -447,6 +476,15 @@ class Replay {
   /// The first `hits` blocks were reused: their pages must hold their tokens' K/V.
   void verify_reused(const Request& r, std::size_t hits) {
     if (config_.verify == VerifyMode::Off || hits == 0) return;
+    if (group_check_) {
+      const std::size_t before = group_check_->pages_verified();
+      const auto bad = group_check_->verify(r.owner, r.sequence, hits * hash_unit_,
+                                            config_.verify == VerifyMode::Full ? 1 : config_.sample_every);
+      report_.pages_verified += group_check_->pages_verified() - before;
+      report_.mismatches += bad.size();
+      if (!bad.empty() && !report_.first_bad_page) report_.first_bad_page = bad.front().value();
+      return;
+    }
     const std::size_t bs = config_.session.manager.block_size;
     const auto table = manager_->block_table(r.owner);
     std::vector<PageId> pages;
@@ -468,10 +506,15 @@ class Replay {
   std::vector<std::size_t> trace_index_;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   std::unique_ptr<session::Session> session_;
-  g1::G1Manager* manager_;                     // the session's
-  offload::OffloadEngine* engine_;             // the session's G2 tier, or nullptr
-  std::unique_ptr<TokenKvWriter> writer_;      // writes the session's pages: declared after it
-  std::unique_ptr<AttentionCheck> attention_;  // reads them; null when off
+  g1::G1Manager* manager_;                           // the session's
+  offload::OffloadEngine* engine_;                   // the session's G2 tier, or nullptr
+  std::unique_ptr<TokenKvWriter> writer_;            // writes the session's pages: declared after it
+  std::unique_ptr<AttentionCheck> attention_;        // reads them; null when off
+  std::shared_ptr<GroupEventCounter> group_events_;  // a manager with groups: its events per group
+  std::unique_ptr<GroupPageCheck> group_check_;      // a manager with groups: its pages' patterns
+  bool grouped_ = false;                             // the manager has KV cache groups
+  std::size_t hash_unit_ = 0;                        // the sequences' block size
+  std::size_t mamba_align_unit_ = 0;                 // a Mamba group in align mode: its chunks end on this
   std::vector<std::uint64_t> identity_buffer_;
   std::deque<Request> waiting_;
   std::vector<Request> running_;

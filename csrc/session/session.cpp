@@ -23,12 +23,13 @@ PageMemory::PageMemory(memory::Runtime& runtime, const KvLayout& layout)
 namespace {
 
 /// A manager with KV cache groups: every page of the pool is the groups' one
-/// page size (ModelGeometry::page_bytes, rounded up to a multiple of 4 bytes),
-/// a byte range each group's format fills (model-geometry.md §2).
-KvLayout grouped_pool_layout(const ModelGeometry& geometry, std::uint32_t capacity) {
+/// page size (ModelGeometry::page_bytes, rounded up to a multiple of 4 bytes,
+/// or the session's group_page_bytes), a byte range each group's format fills
+/// (model-geometry.md §2).
+KvLayout grouped_pool_layout(std::uint64_t page_bytes, std::uint32_t capacity) {
   const KvGeometry bytes{.layers = 1,
                          .kv_heads = 1,
-                         .head_dim = static_cast<std::uint32_t>((geometry.page_bytes() + 3) / 4),
+                         .head_dim = static_cast<std::uint32_t>((page_bytes + 3) / 4),
                          .dtype = KvDtype::Fp8,
                          .tokens_per_block = 2};
   return KvLayout(bytes, PageLayout::PageMajor, capacity);
@@ -52,8 +53,10 @@ void Session::build(memory::Runtime* borrowed) {
   sinks.insert(sinks.end(), config_.event_sinks.begin(), config_.event_sinks.end());
   auto manager = std::make_unique<g1::G1Manager>(config_.manager, std::move(sinks));
   if (!layout) {
-    layout = manager->has_groups() ? grouped_pool_layout(*manager->geometry(), config_.manager.capacity)
-                                   : config_.kv_layout();
+    layout = manager->has_groups()
+                 ? grouped_pool_layout(config_.group_page_bytes.value_or(manager->geometry()->page_bytes()),
+                                       config_.manager.capacity)
+                 : config_.kv_layout();
   }
   if (manager->has_groups() && config_.host_blocks != 0) {
     throw ConfigError("a manager with KV cache groups has no offload tier yet: host_blocks must be 0");

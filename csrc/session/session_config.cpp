@@ -21,6 +21,13 @@ void SessionConfig::set_backend(std::string_view backend, std::optional<std::str
 void SessionConfig::validate() const {
   // The manager, the layout and the offload engine check their own settings.
   if (manager.capacity > 0xFFFFFFF0U) throw ConfigError("capacity is too large");
+  if (group_page_bytes) {
+    if (manager.groups.empty()) throw ConfigError("group_page_bytes is for a manager with KV cache groups");
+    if (*group_page_bytes < 64 || *group_page_bytes % 8 != 0 || *group_page_bytes > (std::uint64_t{1} << 32)) {
+      throw ConfigError("group_page_bytes must be a multiple of 8 in [64, 2^32], not " +
+                        std::to_string(*group_page_bytes));
+    }
+  }
   if (host_blocks == 0 && (offload_batch || verify_swaps)) {
     throw ConfigError("offload_batch and verify_swaps need the offload tier (host_blocks > 0)");
   }

@@ -1,4 +1,5 @@
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <span>
@@ -158,7 +159,10 @@ class G1Manager {
   /// out) and each one's pattern identity — a block complete in `sequence`
   /// is its hash in that group (so a page two requests share has one), any
   /// other the owner's, group's and position's.
-  GroupPatterns group_patterns(OwnerId owner, const ActiveSequence& sequence, std::size_t group) const;
+  /// Blocks [first_block, end_block) of the owner's table in `group` only
+  /// (a replay writing what one step computed).
+  GroupPatterns group_patterns(OwnerId owner, const ActiveSequence& sequence, std::size_t group,
+                               std::size_t first_block = 0, std::size_t end_block = SIZE_MAX) const;
   std::size_t metadata_bytes() const;
   /// The backend's audit: InvariantError when the backend's state is inconsistent.
   void audit() const;

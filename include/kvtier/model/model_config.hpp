@@ -22,6 +22,9 @@ struct ModelDescription {
   std::vector<GroupSpec> groups{};
   /// Group kinds and how many layers of each, e.g. "18 full_attention + 18 sliding_window(128)".
   std::string layer_summary{};
+  /// `max_position_embeddings`: the longest request the model serves (vLLM's
+  /// default max_model_len); 0 when the config does not say.
+  std::uint64_t max_model_len = 0;
   /// The resolved pool at vLLM's default block size (16), the attention block
   /// raised to cover a Mamba state as vLLM does.
   ModelGeometry geometry() const;
@@ -29,7 +32,7 @@ struct ModelDescription {
 
 /// Reads a Hugging Face config.json (a nested `text_config` is the text
 /// model's): `num_hidden_layers`, `num_key_value_heads`, `head_dim` (else
-/// `hidden_size / num_attention_heads`), `torch_dtype`, and the per-layer kinds
+/// `hidden_size / num_attention_heads`), `torch_dtype`, `max_position_embeddings`, and the per-layer kinds
 /// from `layer_types`, `sliding_window_pattern`, `no_rope_layers` with
 /// `attention_chunk_size`, or `full_attention_interval` with the `linear_*`
 /// fields of a Gated DeltaNet. ConfigError naming the field for anything it

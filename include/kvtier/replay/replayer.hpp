@@ -17,6 +17,7 @@
 #include "kvtier/core/kv_event_sink.hpp"
 #include "kvtier/memory/runtime.hpp"
 #include "kvtier/metrics/kv_metrics.hpp"
+#include "kvtier/replay/group_page_check.hpp"
 #include "kvtier/replay/trace.hpp"
 #include "kvtier/session/session_config.hpp"
 
@@ -37,6 +38,9 @@ struct ReplayConfig {
   /// listeners of the KV events (a ZMQ publisher); the session's defaults.
   session::SessionConfig session;
   std::uint32_t max_running = 32;
+  /// Requests longer than this (prompt and output) are refused, as vLLM
+  /// refuses a prompt past its max_model_len, and counted (not replayed).
+  std::optional<std::size_t> max_model_len{};
   std::size_t token_budget = 8192;           // prompt and decode tokens per step
   std::optional<std::size_t> output_tokens;  // overrides every request's output length
   VerifyMode verify = VerifyMode::Sample;
@@ -84,6 +88,11 @@ struct ReplayConfig {
 
 struct ReplayReport {
   std::size_t requests = 0;
+  /// Requests refused: longer than max_model_len, or (a manager with KV cache
+  /// groups) more pages than all of G1 when alone. Counted in `requests`.
+  std::size_t rejected_requests = 0;
+  std::size_t running_request_steps = 0;  // requests running at the end of each step, summed
+  std::size_t peak_running = 0;           // the most requests running at once
   std::size_t prompt_tokens = 0;
   std::size_t generated_tokens = 0;
   std::size_t steps = 0;
@@ -145,12 +154,17 @@ struct ReplayReport {
   std::size_t attention_sequences = 0;   // sequences attended to and compared
   std::size_t attention_mismatches = 0;  // sequences whose attention differed from their tokens' K/V
   std::optional<std::uint32_t> first_bad_page;
+  /// A manager with KV cache groups: each group's hits, cached and evicted
+  /// blocks and byte checks (mismatches above include theirs).
+  std::vector<GroupReplayCounts> groups{};
   double virtual_ms = 0.0;
   double wall_seconds = 0.0;
   double g1_hit_rate() const { return prompt_blocks == 0 ? 0.0 : double(g1_hit_blocks) / double(prompt_blocks); }
   double g2_hit_rate() const { return prompt_blocks == 0 ? 0.0 : double(g2_hit_blocks) / double(prompt_blocks); }
   double g3_hit_rate() const { return prompt_blocks == 0 ? 0.0 : double(g3_hit_blocks) / double(prompt_blocks); }
   double g4_hit_rate() const { return prompt_blocks == 0 ? 0.0 : double(g4_hit_blocks) / double(prompt_blocks); }
+  /// Requests running at once, averaged over the scheduler steps.
+  double mean_running() const { return steps == 0 ? 0.0 : double(running_request_steps) / double(steps); }
   /// Prompt blocks found in any tier, over prompt blocks.
   double hit_rate() const {
     return prompt_blocks == 0
@@ -161,6 +175,12 @@ struct ReplayReport {
 
 /// Throws ConfigError for an impossible configuration (a block size that does
 /// not divide 512, a zero budget or running limit, a request longer than G1).
+/// A manager with KV cache groups (session.manager.groups) is driven by
+/// requests through its groups' tables: sequences hashed at its hash unit
+/// (any size: the trace's tokens do not depend on it), every computed block's
+/// pages written and every hit's pages checked per group (GroupPageCheck),
+/// Mamba states stepped; the attention check is not run on it (windowed
+/// attention kernels come with model geometry part 2).
 ReplayReport replay(memory::Runtime& runtime, const ReplayConfig& config, const std::vector<TraceRequest>& requests);
 
 /// The replay of config.instances kvtier instances in one process, each its

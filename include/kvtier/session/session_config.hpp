@@ -68,6 +68,12 @@ struct SessionConfig {
   /// carries its MAC and only records with a valid one are served. Without
   /// one, KVTIER_TIER_KEY_FILE is read when a G3 or G4 tier is configured.
   std::optional<std::filesystem::path> tier_key_file{};
+  /// A manager with KV cache groups: the bytes of each pool page in memory.
+  /// Not given: the groups' page (ModelGeometry::page_bytes), the model's real
+  /// size. Given: pages of this size hold the same patterns — a replay of a
+  /// model pool of real page count checks its bytes on smaller pages (a
+  /// multiple of 8, at least 64; ConfigError otherwise or without groups).
+  std::optional<std::uint64_t> group_page_bytes{};
   /// Listeners of the manager's KV events, besides the session's own counter.
   std::vector<std::shared_ptr<KvEventSink>> event_sinks{};
 

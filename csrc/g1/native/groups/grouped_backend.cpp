@@ -25,12 +25,12 @@ void GroupedBackend::check_sequence(const ActiveSequence& sequence) const {
                  sequence.block_size(), " on a manager whose hash unit is ", coordinator_.geometry().hash_block_size());
 }
 
-std::vector<SequenceHash> GroupedBackend::hashes_of(const ActiveSequence& sequence) const {
+std::vector<SequenceHash> GroupedBackend::hashes_of(const ActiveSequence& sequence, std::size_t limit) const {
   check_sequence(sequence);
   std::vector<SequenceHash> hashes;
   if (!caching_) return hashes;
   const auto blocks = sequence.blocks();
-  const std::size_t complete = sequence.len() / sequence.block_size();
+  const std::size_t complete = std::min(limit, sequence.len() / sequence.block_size());
   hashes.reserve(complete);
   for (std::size_t i = 0; i < complete; ++i) {
     if (i < blocks.size() && blocks[i].is_full()) {
@@ -85,17 +85,22 @@ void GroupedBackend::finalize(OwnerId owner, const ActiveSequence& sequence, std
 
 void GroupedBackend::free(OwnerId owner) { coordinator_.free(owner); }
 
-GroupPatterns GroupedBackend::patterns(OwnerId owner, const ActiveSequence& sequence, std::size_t group) const {
-  const std::vector<SequenceHash> hashes = hashes_of(sequence);
+GroupPatterns GroupedBackend::patterns(OwnerId owner, const ActiveSequence& sequence, std::size_t group,
+                                       std::size_t first_block, std::size_t end_block) const {
   const auto table = coordinator_.table(owner, group);
+  end_block = std::min(end_block, table.size());
   const std::size_t block_size = coordinator_.geometry().groups()[group].spec.block_size;
+  // Only the hashes the range's complete blocks name.
+  const std::vector<SequenceHash> hashes = first_block < end_block
+                                               ? hashes_of(sequence, coordinator_.hash_index(group, end_block - 1) + 1)
+                                               : std::vector<SequenceHash>{};
   const auto mix = [](std::uint64_t a, std::uint64_t b) {
     std::uint64_t x = a ^ (b + 0x9E3779B97F4A7C15ULL + (a << 6) + (a >> 2));
     x = (x ^ (x >> 31)) * 0xBF58476D1CE4E5B9ULL;
     return x ^ (x >> 29);
   };
   GroupPatterns out;
-  for (std::size_t b = 0; b < table.size(); ++b) {
+  for (std::size_t b = first_block; b < end_block; ++b) {
     if (table[b] == coordinator_.null_page()) continue;
     const bool complete = (b + 1) * block_size <= sequence.len() && caching_;
     out.pages.push_back(table[b]);

@@ -28,8 +28,10 @@ class GroupedBackend final : public BlockManager {
   void free(OwnerId owner);
   void begin_step() noexcept { coordinator_.begin_step(); }
   /// The owner's pages in `group` but the null page, and the pattern identity
-  /// of the block each backs now (G1Manager::group_patterns).
-  GroupPatterns patterns(OwnerId owner, const ActiveSequence& sequence, std::size_t group) const;
+  /// of the block each backs now, for the table's blocks [first_block,
+  /// end_block) (G1Manager::group_patterns).
+  GroupPatterns patterns(OwnerId owner, const ActiveSequence& sequence, std::size_t group, std::size_t first_block,
+                         std::size_t end_block) const;
   const GroupCoordinator& coordinator() const noexcept { return coordinator_; }
 
   // Signals: refused.
@@ -62,8 +64,8 @@ class GroupedBackend final : public BlockManager {
  private:
   [[noreturn]] static void refuse_signal();
   /// The sequence's chained hashes at the hash unit (the manager's block
-  /// size), a complete tail not yet promoted included.
-  std::vector<SequenceHash> hashes_of(const ActiveSequence& sequence) const;
+  /// size), a complete tail not yet promoted included; the first `limit`.
+  std::vector<SequenceHash> hashes_of(const ActiveSequence& sequence, std::size_t limit = SIZE_MAX) const;
   void check_sequence(const ActiveSequence& sequence) const;
   /// Removed events of every group's evictions since the last call.
   void publish_removed();

@@ -1,0 +1,142 @@
+#include "model_replay.hpp"
+
+#include <algorithm>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "kvtier/core/errors.hpp"
+#include "kvtier/memory/runtime_factory.hpp"
+#include "kvtier/model/model_config.hpp"
+#include "kvtier/model/model_presets.hpp"
+#include "model_info.hpp"
+#include "replay_report.hpp"
+#include "result_table.hpp"
+
+namespace kvtier::cli {
+namespace {
+
+/// One form of the model (hybrid, or forced to one group) as a replay's settings.
+struct ModelForm {
+  model::ModelDescription description;
+  ModelGeometry geometry;
+  std::uint32_t capacity = 0;
+};
+
+ModelForm form_of(model::ModelDescription description, double gib) {
+  ModelGeometry geometry = description.geometry();
+  const std::uint64_t pages = model::pages_in(geometry, gib);
+  if (pages < 2 || pages > 0xFFFFFFF0ULL) {
+    throw ConfigError(std::to_string(gib) + " GiB hold " + std::to_string(pages) + " pages of " +
+                      std::to_string(geometry.page_bytes()) + " bytes of " + description.name);
+  }
+  return ModelForm{.description = std::move(description),
+                   .geometry = std::move(geometry),
+                   .capacity = static_cast<std::uint32_t>(pages)};
+}
+
+/// The longest request a pool of one full-attention group holds alone (the
+/// replay keeps a page spare past the last token).
+std::size_t single_group_tokens(const ModelForm& form) {
+  return (std::size_t{form.capacity} - 2) * form.geometry.groups().front().spec.block_size;
+}
+
+replay::ReplayConfig config_for(const ModelForm& form, const ModelReplayOptions& options, replay::ReplayConfig base,
+                                std::size_t max_model_len) {
+  base.session.manager.capacity = form.capacity;
+  base.session.manager.groups = form.description.groups;
+  base.session.manager.block_size_fixed = false;  // vLLM raises the attention block to cover a Mamba state
+  if (form.geometry.has_null_page() && options.check_page_bytes != 0) {
+    base.session.group_page_bytes = options.check_page_bytes;
+  }
+  base.max_model_len = max_model_len;
+  return base;
+}
+
+nlohmann::ordered_json comparison(const replay::ReplayReport& hybrid, const replay::ReplayReport& single,
+                                  const ModelForm& hybrid_form, const ModelForm& single_form) {
+  const auto ratio = [](double a, double b) { return b > 0.0 ? a / b : 0.0; };
+  return {{"pages", ratio(hybrid_form.capacity, single_form.capacity)},
+          {"mean_running", ratio(hybrid.mean_running(), single.mean_running())},
+          {"peak_running", ratio(double(hybrid.peak_running), double(single.peak_running))},
+          {"virtual_time", ratio(hybrid.virtual_ms, single.virtual_ms)},
+          {"preemptions_hybrid", hybrid.preemptions},
+          {"preemptions_no_hybrid", single.preemptions}};
+}
+
+}  // namespace
+
+int run_model_replay(const ModelReplayOptions& options, replay::ReplayConfig base, memory::Runtime& runtime,
+                     const std::vector<replay::TraceRequest>& requests, const std::string& workload) {
+  if (!options.model.empty() && !options.model_config.empty()) {
+    throw ConfigError("--model and --model-config name one model: give one of them");
+  }
+  if (base.instances != 1) throw ConfigError("--model replays one instance");
+  model::ModelDescription described =
+      options.model.empty() ? model::load_model_config(options.model_config) : model::preset(options.model);
+  std::optional<ModelForm> single;
+  if (options.no_hybrid || options.compare) {
+    try {
+      single = form_of(model::without_hybrid(described), options.gpu_memory_gb);
+    } catch (const ConfigError&) {
+      if (options.no_hybrid) throw;  // a recurrent state has no single-group form
+    }
+  }
+  const ModelForm hybrid = form_of(described, options.gpu_memory_gb);
+  const bool compare = !options.no_hybrid && single && hybrid.geometry.has_null_page();
+  // vLLM refuses to start when one request of max_model_len does not fit the
+  // pool: the default is the model's, lowered to what the single-group pool
+  // holds when it runs too, so both serve the same requests.
+  std::size_t max_model_len = options.max_model_len.value_or(described.max_model_len);
+  if (max_model_len == 0) max_model_len = kMaxSequenceTokens;
+  if (!options.max_model_len) {
+    if (options.no_hybrid || compare) max_model_len = std::min(max_model_len, single_group_tokens(*single));
+    if (!hybrid.geometry.has_null_page()) max_model_len = std::min(max_model_len, single_group_tokens(hybrid));
+  }
+  ModelInfoOptions info{.model = options.model,
+                        .model_config = options.model_config,
+                        .gpu_memory_gb = options.gpu_memory_gb,
+                        .no_hybrid = options.no_hybrid};
+  nlohmann::ordered_json out;
+  out["model"] = describe_model(info);
+  out["max_model_len"] = max_model_len;
+  out["check_page_bytes"] = options.check_page_bytes;
+  print_model(describe_model(info));
+  std::cout << "  max_model_len " << max_model_len << " tokens; "
+            << (hybrid.geometry.has_null_page() && !options.no_hybrid
+                    ? (options.check_page_bytes == 0 ? std::string("pages in memory: the model's")
+                                                     : "pages in memory: " + std::to_string(options.check_page_bytes) +
+                                                           " bytes each (the model's page count; --check-page-bytes 0 "
+                                                           "for its real pages)")
+                    : std::string("pages in memory: the replay's geometry (--layers, --kv-heads, --head-dim)"))
+            << "\n\n";
+  const std::string runtime_name = memory::runtime_kind_name(runtime.kind());
+  const ModelForm& first = options.no_hybrid ? *single : hybrid;
+  const replay::ReplayConfig first_config = config_for(first, options, base, max_model_len);
+  const replay::ReplayReport report = replay::replay(runtime, first_config, requests);
+  out[options.no_hybrid ? "no_hybrid" : "hybrid"] = report_json(report, first_config, workload, runtime_name);
+  print_report(out[options.no_hybrid ? "no_hybrid" : "hybrid"]);
+  std::size_t mismatches = report.mismatches + report.attention_mismatches;
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array({out[options.no_hybrid ? "no_hybrid" : "hybrid"]});
+  if (compare) {
+    const replay::ReplayConfig single_config = config_for(*single, options, base, max_model_len);
+    const replay::ReplayReport baseline = replay::replay(runtime, single_config, requests);
+    out["no_hybrid"] = report_json(baseline, single_config, workload, runtime_name);
+    std::cout << "\n--no-hybrid (one full-attention group, vLLM's --disable-hybrid-kv-cache-manager):\n";
+    print_report(out["no_hybrid"]);
+    rows.push_back(out["no_hybrid"]);
+    mismatches += baseline.mismatches + baseline.attention_mismatches;
+    out["hybrid_over_no_hybrid"] = comparison(report, baseline, hybrid, *single);
+    const auto& c = out["hybrid_over_no_hybrid"];
+    std::cout << "\nhybrid / --no-hybrid: " << c["pages"].get<double>() << "x the pages (" << hybrid.capacity << " vs "
+              << single->capacity << "), " << c["mean_running"].get<double>() << "x the requests running on average ("
+              << report.mean_running() << " vs " << baseline.mean_running() << "), " << c["peak_running"].get<double>()
+              << "x at most (" << report.peak_running << " vs " << baseline.peak_running << "), "
+              << c["virtual_time"].get<double>() << "x the virtual time; preemptions " << report.preemptions << " vs "
+              << baseline.preemptions << "\n";
+  }
+  if (!options.json.empty()) write_json(options.json, out);
+  if (!options.csv.empty()) write_csv(options.csv, rows);
+  return mismatches == 0 ? 0 : 1;
+}
+
+}  // namespace kvtier::cli
