@@ -13,6 +13,7 @@
 #include "kvtier/core/errors.hpp"
 #include "kvtier/measure/allocator_cycle.hpp"
 #include "kvtier/measure/disk_measurement.hpp"
+#include "kvtier/measure/hybrid_cycle.hpp"
 #include "kvtier/measure/request_streams.hpp"
 #include "kvtier/measure/shared_measurement.hpp"
 #include "kvtier/measure/swap_measurement.hpp"
@@ -126,6 +127,19 @@ int run_alloc(const AllocOptions& o) {
         rows.push_back(std::move(row));
       }
     }
+    // The same stream through two KV cache groups (full + 128-token window), beside the same floor.
+    const auto h = measure::measure_hybrid_cycle(plain, measure::full_and_sliding_groups(), o.rounds);
+    rows.push_back({{"allocator", h.allocator},
+                    {"stream", h.stream},
+                    {"blocks", h.blocks},
+                    {"rounds", h.rounds},
+                    {"blocks_per_s", h.blocks_per_second},
+                    {"floor_blocks_per_s", h.floor_blocks_per_second},
+                    {"fraction_of_floor", h.fraction_of_floor},
+                    {"target", nullptr},
+                    {"metadata_B_per_page", h.metadata_bytes_per_page},
+                    {"events_per_round", h.events_per_round},
+                    {"token_id_cost", nullptr}});
   }
   write_outputs(rows, o.json, o.csv);
   return 0;

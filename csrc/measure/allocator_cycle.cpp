@@ -61,28 +61,20 @@ bool replay_through_floor(const RequestStream& s) {
   return true;
 }
 
-AllocatorCycleResult measure_allocator_cycle(const RequestStream& s, g1::G1Backend backend,
-                                             g1::EvictionBackend eviction, std::size_t rounds) {
+AllocatorCycleResult measure_cycle(
+    const RequestStream& s, std::string allocator, std::size_t rounds,
+    const std::function<std::unique_ptr<g1::G1Manager>(std::shared_ptr<KvEventSink>)>& make,
+    const std::function<bool(g1::G1Manager&)>& run) {
   if (s.requests.empty()) throw ConfigError("the request stream '" + s.name + "' is empty (is the trace there?)");
   if (rounds == 0) throw ConfigError("rounds must be at least 1");
-  AllocatorCycleResult result{.allocator = backend == g1::G1Backend::Native
-                                               ? std::string("native")
-                                               : "kvbm/" + std::string(g1::eviction_backend_name(eviction)),
-                              .stream = s.name,
-                              .blocks = s.blocks(),
-                              .rounds = rounds};
+  AllocatorCycleResult result{
+      .allocator = std::move(allocator), .stream = s.name, .blocks = s.blocks(), .rounds = rounds};
   std::vector<double> backend_rates, floor_rates, fractions;
   for (std::size_t round = 0; round < rounds; ++round) {
     auto sink = std::make_shared<CountingSink>();
-    g1::G1Manager manager(g1::G1ManagerConfig{.capacity = s.pages,
-                                              .block_size = s.block_size,
-                                              .dp_rank = 0,
-                                              .backend = backend,
-                                              .enable_prefix_caching = true,
-                                              .eviction = eviction},
-                          {sink});
+    const std::unique_ptr<g1::G1Manager> manager = make(sink);
     const auto t0 = Clock::now();
-    const bool fits = replay_through_backend(s, manager);
+    const bool fits = run(*manager);
     const auto t1 = Clock::now();
     const bool floor_fits = replay_through_floor(s);
     const auto t2 = Clock::now();
@@ -93,13 +85,32 @@ AllocatorCycleResult measure_allocator_cycle(const RequestStream& s, g1::G1Backe
     backend_rates.push_back(static_cast<double>(result.blocks) / backend_seconds);
     floor_rates.push_back(static_cast<double>(result.blocks) / floor_seconds);
     fractions.push_back(floor_seconds / backend_seconds);
-    result.metadata_bytes_per_page = static_cast<double>(manager.metadata_bytes()) / s.pages;
+    result.metadata_bytes_per_page = static_cast<double>(manager->metadata_bytes()) / s.pages;
     result.events_per_round = sink->events;
   }
   result.blocks_per_second = exact_median(backend_rates);
   result.floor_blocks_per_second = exact_median(floor_rates);
   result.fraction_of_floor = exact_median(fractions);
   return result;
+}
+
+AllocatorCycleResult measure_allocator_cycle(const RequestStream& s, g1::G1Backend backend,
+                                             g1::EvictionBackend eviction, std::size_t rounds) {
+  const std::string allocator = backend == g1::G1Backend::Native
+                                    ? std::string("native")
+                                    : "kvbm/" + std::string(g1::eviction_backend_name(eviction));
+  return measure_cycle(
+      s, allocator, rounds,
+      [&](std::shared_ptr<KvEventSink> sink) {
+        return std::make_unique<g1::G1Manager>(g1::G1ManagerConfig{.capacity = s.pages,
+                                                                   .block_size = s.block_size,
+                                                                   .dp_rank = 0,
+                                                                   .backend = backend,
+                                                                   .enable_prefix_caching = true,
+                                                                   .eviction = eviction},
+                                               std::vector<std::shared_ptr<KvEventSink>>{std::move(sink)});
+      },
+      [&](g1::G1Manager& manager) { return replay_through_backend(s, manager); });
 }
 
 }  // namespace kvtier::measure

@@ -96,6 +96,66 @@ finally:
 '''
 
 
+HYBRID_HELPER = '''
+import json, socket, subprocess, sys, time, urllib.request
+import kvtier
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+def post(path, body):
+    request = urllib.request.Request(f"http://127.0.0.1:{http}{path}", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return json.loads(answer.read().decode())
+
+def matched(tokens):
+    return post("/query", {"token_ids": tokens, "model_name": "m"})["instances"].get("9", {}).get("gpu", 0)
+
+def until(condition, what):
+    deadline = time.time() + 20
+    while not condition():
+        assert time.time() < deadline, what
+        time.sleep(0.1)
+
+http, pub = free_port(), free_port()
+indexer = subprocess.Popen([sys.executable, "-m", "dynamo.indexer", "--port", str(http), "--threads", "1"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+try:
+    def healthy():
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{http}/health", timeout=1)
+            return True
+        except OSError:
+            return False
+    until(healthy, "the indexer never answered /health")
+    publisher = kvtier.ZmqEventPublisher(f"tcp://127.0.0.1:{pub}")
+    # gpt-oss's shape: full attention beside an 8-token sliding window, 4 tokens a block.
+    m = kvtier.Manager(groups=[{"kind": "full_attention"}, {"kind": "sliding_window", "sliding_window": 8}],
+                       capacity=64, block_size=4, device="host", publishers=[publisher])
+    assert post("/register", {"instance_id": 9, "endpoint": f"tcp://127.0.0.1:{pub}", "model_name": "m",
+                              "block_size": 4})["status"] == "ok"
+    time.sleep(0.5)  # the SUB socket's subscription reaches the publisher
+    prompt = list(range(400, 424))
+    r = m.add_request(prompt, emit_token_ids=True)
+    assert m.allocate(r).ready
+    m.finalize(r, len(prompt))
+    publisher.flush()
+    stored = [e for e in m.take_events() if e["type"] == "stored"]
+    assert {e["group"] for e in stored} == {0, 1} and all("token_ids" in e for e in stored)
+    # Group 0 (full attention) caches every block: the router matches the whole prompt.
+    until(lambda: matched(prompt) == 24, "the hybrid stream's group-0 blocks were not indexed")
+    assert matched(prompt[:8] + [1, 2, 3, 4]) == 8, "a prefix match ends where the blocks differ"
+    print("hybrid indexer checks passed")
+finally:
+    indexer.terminate()
+    log = indexer.communicate(timeout=10)[0]
+    print(log[-4000:])
+'''
+
+
 def namespace_works():
     """unshare --net and ip (iproute2, scripts/install-deps.sh) to bring its loopback up."""
     return shutil.which("unshare") is not None and subprocess.run(
@@ -111,4 +171,16 @@ def test_dynamos_indexer_indexes_what_kvtier_stored_catches_up_by_replay_and_dro
     done = subprocess.run(["unshare", "--net", "sh", "-c", f'ip link set lo up && exec "{sys.executable}" "{helper}"'],
                           capture_output=True, text=True, timeout=180)
     assert done.returncode == 0 and "indexer checks passed" in done.stdout, (
+        f"exit status {done.returncode}\n{done.stdout[-5000:]}\n{done.stderr[-3000:]}")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("dynamo") is None, reason="ai-dynamo-runtime is not installed")
+@pytest.mark.skipif(not kvtier.has_zmq, reason="built without libzmq")
+@pytest.mark.skipif(not namespace_works(), reason="no private network namespace (unshare --net) here")
+def test_dynamos_indexer_indexes_a_hybrid_streams_group_0_blocks(tmp_path):
+    helper = tmp_path / "hybrid_indexer_helper.py"
+    helper.write_text(textwrap.dedent(HYBRID_HELPER))
+    done = subprocess.run(["unshare", "--net", "sh", "-c", f'ip link set lo up && exec "{sys.executable}" "{helper}"'],
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0 and "hybrid indexer checks passed" in done.stdout, (
         f"exit status {done.returncode}\n{done.stdout[-5000:]}\n{done.stderr[-3000:]}")

@@ -6,6 +6,8 @@
 // then through the floor, so both see the same machine; a counting event
 // sink listens. Used by `kvtier bench alloc` and the Google Benchmark suite.
 #include <cstddef>
+#include <functional>
+#include <memory>
 #include <string>
 
 #include "kvtier/g1/g1_manager.hpp"
@@ -29,6 +31,16 @@ struct AllocatorCycleResult {
   double metadata_bytes_per_page = 0.0;
   std::size_t events_per_round = 0;
 };
+
+/// The loop every cycle shares: `rounds` times, `make` builds a fresh manager
+/// listened to by the counting sink it is given (and whatever else the
+/// round needs, outside the timing), `run` replays the stream through it,
+/// then the floor replays it; medians of the rates and of floor time /
+/// manager time. ConfigError when the stream is empty or does not fit.
+AllocatorCycleResult measure_cycle(
+    const RequestStream& stream, std::string allocator, std::size_t rounds,
+    const std::function<std::unique_ptr<g1::G1Manager>(std::shared_ptr<KvEventSink>)>& make,
+    const std::function<bool(g1::G1Manager&)>& run);
 
 /// `rounds` alternated backend/floor rounds; ConfigError when the stream is
 /// empty or does not fit its pages.

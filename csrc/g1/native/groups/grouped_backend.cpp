@@ -78,7 +78,19 @@ void GroupedBackend::finalize(OwnerId owner, const ActiveSequence& sequence, std
     KvStored stored;
     const std::size_t first = cached[g].front().block;
     if (first > 0) stored.parent = hashes[coordinator_.hash_index(g, first - 1)];
-    for (const auto& block : cached[g]) stored.blocks.push_back(StoredBlock{block.hash, LocalBlockHash(0)});
+    const std::size_t bs = coordinator_.geometry().groups()[g].spec.block_size;
+    const bool with_ids = sequence.emits_token_ids() && sequence.len() >= (cached[g].back().block + 1) * bs;
+    if (with_ids) stored.token_ids = StoredTokenIds{};
+    for (const auto& block : cached[g]) {
+      if (!with_ids) {
+        stored.blocks.push_back(StoredBlock{block.hash, LocalBlockHash(0)});
+        continue;
+      }
+      // vLLM's BlockStored carries each block's tokens at its group's block size (a router hashes them).
+      const std::span<const TokenId> tokens = sequence.tokens().subspan(block.block * bs, bs);
+      stored.blocks.push_back(StoredBlock{block.hash, compute_local_block_hash(tokens)});
+      stored.token_ids->append(tokens);
+    }
     publisher_.publish_stored(StorageTier::Device, std::move(stored), event_group(g));
   }
 }
