@@ -178,8 +178,13 @@ Admission RequestDriver::admit(g1::OwnerId owner, ActiveSequence& sequence, std:
   admission.swapped_in_from_external = swap_in.from_external;
   admission.manager_calls = swap_in.manager_calls;
   const std::size_t block_size = manager_->block_size();
+  const std::size_t cached = manager_->get_prefill_cost(sequence).cached_tokens;
+  // With groups the hit is the groups' fixed point over every token (a
+  // preempted request's generated ones too, as vLLM's get_computed_blocks):
+  // a shorter length need not be a hit in a window or Mamba group, so the
+  // allocation takes all of it or nothing (allocate_groups).
   admission.cached_blocks =
-      std::min(manager_->get_prefill_cost(sequence).cached_tokens / block_size, prompt_tokens / block_size);
+      manager_->has_groups() ? cached / block_size : std::min(cached / block_size, prompt_tokens / block_size);
   const std::size_t target = std::min(sequence.len(), admission.cached_blocks * block_size + chunk_tokens);
   admission.acquire = allocate_collecting(owner, sequence, target, admission.manager_calls);
   if (admission.acquire.is_ready()) admission.allocated_to = target;

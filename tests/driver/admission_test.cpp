@@ -104,3 +104,39 @@ INSTANTIATE_TEST_SUITE_P(Backends, AdmissionTest, ::testing::Values(g1::G1Backen
 
 }  // namespace
 }  // namespace kvtier::driver
+
+namespace kvtier::driver {
+namespace {
+
+// A preempted request of a manager with groups comes back with its generated
+// tokens: its hit is the groups' fixed point over all of them (past its
+// prompt), and a first chunk shorter than the rest still takes all of it —
+// a shorter length need not be a hit in the window group.
+TEST(GroupedAdmission, APreemptedRequestTakesItsWholeHitPastThePromptWithAShortChunk) {
+  g1::G1Manager manager(g1::G1ManagerConfig{
+      .capacity = 64,
+      .block_size = 16,
+      .groups = {GroupSpec{.kind = GroupKind::FullAttention, .kv_heads = 1, .head_dim = 8},
+                 GroupSpec{.kind = GroupKind::SlidingWindow, .sliding_window = 32, .kv_heads = 1, .head_dim = 8}}});
+  RequestDriver driver(manager);
+  std::vector<TokenId> prompt(64);
+  std::iota(prompt.begin(), prompt.end(), 100);
+  ActiveSequence s(prompt, ActiveSequenceConfig{.block_size = 16, .max_output_tokens = 40, .seed = 3});
+  const g1::OwnerId first(1);
+  ASSERT_TRUE(driver.admit(first, s, 64, 64).acquire.is_ready());
+  driver.finalize(first, s, 0, 64);
+  for (int t = 0; t < 20; ++t) ASSERT_TRUE(driver.decode(first, s).acquire.is_ready());
+  const std::vector<PageId> pages(manager.block_table(first, 0).begin(), manager.block_table(first, 0).begin() + 5);
+  driver.release(first, s);  // preempted after 84 tokens: blocks 0-4 (80 tokens) are cached
+
+  const g1::OwnerId again(2);
+  const Admission admission = driver.admit(again, s, 64, 1);
+  ASSERT_TRUE(admission.acquire.is_ready());
+  EXPECT_EQ(admission.cached_blocks, 5U);  // 80 tokens: more than the 64-token prompt
+  EXPECT_EQ(admission.allocated_to, 81U);
+  const auto table = manager.block_table(again, 0);
+  EXPECT_EQ(std::vector<PageId>(table.begin(), table.begin() + 5), pages) << "the hit is the cached pages";
+}
+
+}  // namespace
+}  // namespace kvtier::driver

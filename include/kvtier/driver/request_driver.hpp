@@ -36,7 +36,10 @@ struct SwapInOutcome {
 /// What admitting a request did.
 struct Admission {
   g1::G1Acquire acquire = g1::G1Acquire::ready(0);  // ready, or capacity exhausted with nothing changed
-  std::size_t cached_blocks = 0;             // prompt blocks found in G1 (swapped-in ones included), reused for free
+  /// Prompt blocks found in G1 (swapped-in ones included), reused for free;
+  /// with groups, every block of the groups' hit (past the prompt for a
+  /// preempted request), all of which the allocation takes.
+  std::size_t cached_blocks = 0;
   std::size_t swapped_in = 0;                // of those, blocks the swap-in brought back from the offload tier
   std::size_t swapped_in_from_lower = 0;     // of those, blocks read from below G2 (G3 or G4) on the way
   std::size_t swapped_in_from_external = 0;  // of those, blocks from the shared store (G4)
