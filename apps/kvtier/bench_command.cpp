@@ -73,6 +73,21 @@ nlohmann::ordered_json floor_target(const std::string& allocator) {
   return nullptr;
 }
 
+/// One row of `bench alloc`: a cycle's rates, its fraction of the floor and what is asked of it.
+nlohmann::ordered_json cycle_row(const measure::AllocatorCycleResult& r) {
+  return {{"allocator", r.allocator},
+          {"stream", r.stream},
+          {"blocks", r.blocks},
+          {"rounds", r.rounds},
+          {"blocks_per_s", r.blocks_per_second},
+          {"floor_blocks_per_s", r.floor_blocks_per_second},
+          {"fraction_of_floor", r.fraction_of_floor},
+          {"target", floor_target(r.allocator)},
+          {"metadata_B_per_page", r.metadata_bytes_per_page},
+          {"events_per_round", r.events_per_round},
+          {"token_id_cost", nullptr}};
+}
+
 void write_outputs(const nlohmann::ordered_json& rows, const std::string& json, const std::string& csv) {
   print_table(std::cout, rows);
   if (!json.empty()) write_json(json, rows);
@@ -108,17 +123,7 @@ int run_alloc(const AllocOptions& o) {
     for (const measure::RequestStream* stream : {&plain, &with_ids}) {
       for (const auto& [backend, eviction] : allocators) {
         const auto r = measure::measure_allocator_cycle(*stream, backend, eviction, o.rounds);
-        nlohmann::ordered_json row = {{"allocator", r.allocator},
-                                      {"stream", r.stream},
-                                      {"blocks", r.blocks},
-                                      {"rounds", r.rounds},
-                                      {"blocks_per_s", r.blocks_per_second},
-                                      {"floor_blocks_per_s", r.floor_blocks_per_second},
-                                      {"fraction_of_floor", r.fraction_of_floor},
-                                      {"target", floor_target(r.allocator)},
-                                      {"metadata_B_per_page", r.metadata_bytes_per_page},
-                                      {"events_per_round", r.events_per_round},
-                                      {"token_id_cost", nullptr}};
+        nlohmann::ordered_json row = cycle_row(r);
         if (stream == &plain) {
           plain_rates[r.allocator] = r.blocks_per_second;
         } else {
@@ -129,17 +134,7 @@ int run_alloc(const AllocOptions& o) {
     }
     // The same stream through two KV cache groups (full + 128-token window), beside the same floor.
     const auto h = measure::measure_hybrid_cycle(plain, measure::full_and_sliding_groups(), o.rounds);
-    rows.push_back({{"allocator", h.allocator},
-                    {"stream", h.stream},
-                    {"blocks", h.blocks},
-                    {"rounds", h.rounds},
-                    {"blocks_per_s", h.blocks_per_second},
-                    {"floor_blocks_per_s", h.floor_blocks_per_second},
-                    {"fraction_of_floor", h.fraction_of_floor},
-                    {"target", nullptr},
-                    {"metadata_B_per_page", h.metadata_bytes_per_page},
-                    {"events_per_round", h.events_per_round},
-                    {"token_id_cost", nullptr}});
+    rows.push_back(cycle_row(h));
   }
   write_outputs(rows, o.json, o.csv);
   return 0;

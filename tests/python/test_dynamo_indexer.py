@@ -19,7 +19,7 @@ import pytest
 
 import kvtier
 
-HELPER = '''
+COMMON = '''
 import json, socket, subprocess, sys, time, urllib.request
 import kvtier
 
@@ -34,20 +34,16 @@ def post(path, body):
     with urllib.request.urlopen(request, timeout=10) as answer:
         return json.loads(answer.read().decode())
 
-def matched(tokens, tier):
-    """Tokens of `tokens`' prefix the indexer holds for worker 7 in `tier` (gpu, cpu)."""
-    return post("/query", {"token_ids": tokens, "model_name": "m"})["instances"].get("7", {}).get(tier, 0)
-
 def until(condition, what):
     deadline = time.time() + 20
     while not condition():
         assert time.time() < deadline, what
         time.sleep(0.1)
 
-http, pub, rep = free_port(), free_port(), free_port()
-indexer = subprocess.Popen([sys.executable, "-m", "dynamo.indexer", "--port", str(http), "--threads", "1"],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-try:
+def start_indexer():
+    """Dynamo's indexer on a free port, once it answers /health."""
+    indexer = subprocess.Popen([sys.executable, "-m", "dynamo.indexer", "--port", str(http), "--threads", "1"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     def healthy():
         try:
             urllib.request.urlopen(f"http://127.0.0.1:{http}/health", timeout=1)
@@ -55,6 +51,23 @@ try:
         except OSError:
             return False
     until(healthy, "the indexer never answered /health")
+    return indexer
+
+def stop_indexer(indexer):
+    indexer.terminate()
+    print(indexer.communicate(timeout=10)[0][-4000:])
+'''
+
+HELPER = COMMON + '''
+
+def matched(tokens, tier):
+    """Tokens of `tokens`' prefix the indexer holds for worker 7 in `tier` (gpu, cpu)."""
+    return post("/query", {"token_ids": tokens, "model_name": "m"})["instances"].get("7", {}).get(tier, 0)
+
+
+http, pub, rep = free_port(), free_port(), free_port()
+indexer = start_indexer()
+try:
     publisher = kvtier.ZmqEventPublisher(f"tcp://127.0.0.1:{pub}", replay_endpoint=f"tcp://127.0.0.1:{rep}")
     m = kvtier.Manager(backend="kvbm", eviction="lru", capacity=8, block_size=4, device="host", host_blocks=16,
                        publishers=[publisher])
@@ -90,47 +103,19 @@ try:
     assert publisher.stats()["replays_abandoned"] == 0
     print("indexer checks passed")
 finally:
-    indexer.terminate()
-    log = indexer.communicate(timeout=10)[0]
-    print(log[-4000:])
+    stop_indexer(indexer)
 '''
 
 
-HYBRID_HELPER = '''
-import json, socket, subprocess, sys, time, urllib.request
-import kvtier
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-def post(path, body):
-    request = urllib.request.Request(f"http://127.0.0.1:{http}{path}", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=10) as answer:
-        return json.loads(answer.read().decode())
+HYBRID_HELPER = COMMON + '''
 
 def matched(tokens):
     return post("/query", {"token_ids": tokens, "model_name": "m"})["instances"].get("9", {}).get("gpu", 0)
 
-def until(condition, what):
-    deadline = time.time() + 20
-    while not condition():
-        assert time.time() < deadline, what
-        time.sleep(0.1)
 
 http, pub = free_port(), free_port()
-indexer = subprocess.Popen([sys.executable, "-m", "dynamo.indexer", "--port", str(http), "--threads", "1"],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+indexer = start_indexer()
 try:
-    def healthy():
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{http}/health", timeout=1)
-            return True
-        except OSError:
-            return False
-    until(healthy, "the indexer never answered /health")
     publisher = kvtier.ZmqEventPublisher(f"tcp://127.0.0.1:{pub}")
     # gpt-oss's shape: full attention beside an 8-token sliding window, 4 tokens a block.
     m = kvtier.Manager(groups=[{"kind": "full_attention"}, {"kind": "sliding_window", "sliding_window": 8}],
@@ -150,9 +135,7 @@ try:
     assert matched(prompt[:8] + [1, 2, 3, 4]) == 8, "a prefix match ends where the blocks differ"
     print("hybrid indexer checks passed")
 finally:
-    indexer.terminate()
-    log = indexer.communicate(timeout=10)[0]
-    print(log[-4000:])
+    stop_indexer(indexer)
 '''
 
 
@@ -162,25 +145,27 @@ def namespace_works():
         ["unshare", "--net", "sh", "-c", "ip link set lo up"], capture_output=True).returncode == 0
 
 
-@pytest.mark.skipif(importlib.util.find_spec("dynamo") is None, reason="ai-dynamo-runtime is not installed")
-@pytest.mark.skipif(not kvtier.has_zmq, reason="built without libzmq")
-@pytest.mark.skipif(not namespace_works(), reason="no private network namespace (unshare --net) here")
-def test_dynamos_indexer_indexes_what_kvtier_stored_catches_up_by_replay_and_drops_what_it_evicted(tmp_path):
+def run_in_a_private_network(tmp_path, script, passed):
+    """Runs a helper script inside `unshare --net` (loopback only); it must print `passed`."""
     helper = tmp_path / "indexer_helper.py"
-    helper.write_text(textwrap.dedent(HELPER))
+    helper.write_text(textwrap.dedent(script))
     done = subprocess.run(["unshare", "--net", "sh", "-c", f'ip link set lo up && exec "{sys.executable}" "{helper}"'],
                           capture_output=True, text=True, timeout=180)
-    assert done.returncode == 0 and "indexer checks passed" in done.stdout, (
+    assert done.returncode == 0 and passed in done.stdout, (
         f"exit status {done.returncode}\n{done.stdout[-5000:]}\n{done.stderr[-3000:]}")
 
 
-@pytest.mark.skipif(importlib.util.find_spec("dynamo") is None, reason="ai-dynamo-runtime is not installed")
-@pytest.mark.skipif(not kvtier.has_zmq, reason="built without libzmq")
-@pytest.mark.skipif(not namespace_works(), reason="no private network namespace (unshare --net) here")
+# Every test here needs the indexer, libzmq and a private network namespace.
+pytestmark = [
+    pytest.mark.skipif(importlib.util.find_spec("dynamo") is None, reason="ai-dynamo-runtime is not installed"),
+    pytest.mark.skipif(not kvtier.has_zmq, reason="built without libzmq"),
+    pytest.mark.skipif(not namespace_works(), reason="no private network namespace (unshare --net) here"),
+]
+
+
+def test_dynamos_indexer_indexes_what_kvtier_stored_catches_up_by_replay_and_drops_what_it_evicted(tmp_path):
+    run_in_a_private_network(tmp_path, HELPER, "indexer checks passed")
+
+
 def test_dynamos_indexer_indexes_a_hybrid_streams_group_0_blocks(tmp_path):
-    helper = tmp_path / "hybrid_indexer_helper.py"
-    helper.write_text(textwrap.dedent(HYBRID_HELPER))
-    done = subprocess.run(["unshare", "--net", "sh", "-c", f'ip link set lo up && exec "{sys.executable}" "{helper}"'],
-                          capture_output=True, text=True, timeout=180)
-    assert done.returncode == 0 and "hybrid indexer checks passed" in done.stdout, (
-        f"exit status {done.returncode}\n{done.stdout[-5000:]}\n{done.stderr[-3000:]}")
+    run_in_a_private_network(tmp_path, HYBRID_HELPER, "hybrid indexer checks passed")
