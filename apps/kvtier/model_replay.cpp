@@ -96,11 +96,12 @@ int run_model_replay(const ModelReplayOptions& options, replay::ReplayConfig bas
                         .model_config = options.model_config,
                         .gpu_memory_gb = options.gpu_memory_gb,
                         .no_hybrid = options.no_hybrid};
+  const nlohmann::json model_description = describe_model(info);
   nlohmann::ordered_json out;
-  out["model"] = describe_model(info);
+  out["model"] = model_description;
   out["max_model_len"] = max_model_len;
   out["check_page_bytes"] = options.check_page_bytes;
-  print_model(describe_model(info));
+  print_model(model_description);
   std::cout << "  max_model_len " << max_model_len << " tokens; "
             << (hybrid.geometry.has_null_page() && !options.no_hybrid
                     ? (options.check_page_bytes == 0 ? std::string("pages in memory: the model's")
