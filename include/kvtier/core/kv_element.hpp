@@ -89,6 +89,31 @@ KVTIER_HOST_DEVICE inline float fp8_e4m3_to_float(std::uint8_t b) {
   return (b & 0x80U) ? -magnitude : magnitude;
 }
 
+/// FP4 e2m1 (NVFP4's element): the nearest of 0, 0.5, 1, 1.5, 2, 3, 4, 6 with
+/// its sign in bit 3, ties to even, saturating at 6.
+KVTIER_HOST_DEVICE inline std::uint8_t float_to_fp4_e2m1(float f) {
+  const std::uint8_t sign = f < 0.0f ? 0x8U : 0x0U;
+  const float a = fabsf(f);
+  if (!(a == a)) return static_cast<std::uint8_t>(sign | 0x7U);  // NaN saturates (e2m1 has no NaN)
+  // Midpoints between neighbours; at an exact midpoint the even code (lower bit 0) wins.
+  constexpr float kMid[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
+  std::uint8_t code = 0;
+  while (code < 7 && (a > kMid[code] || (a == kMid[code] && (code & 1U) != 0))) ++code;
+  return static_cast<std::uint8_t>(sign | code);
+}
+KVTIER_HOST_DEVICE inline float fp4_e2m1_to_float(std::uint8_t nibble) {
+  constexpr float kValues[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  const float magnitude = kValues[nibble & 0x7U];
+  return (nibble & 0x8U) ? -magnitude : magnitude;
+}
+
+/// Symmetric int8: round to nearest (ties away from zero), clamped to +-127.
+KVTIER_HOST_DEVICE inline std::int8_t float_to_int8(float f) {
+  if (!(f == f)) return 0;
+  const float r = roundf(f);
+  return static_cast<std::int8_t>(r > 127.0f ? 127.0f : (r < -127.0f ? -127.0f : r));
+}
+
 /// Reads the element at `p` as float.
 KVTIER_HOST_DEVICE inline float load_kv_element(const std::byte* p, KvDtype dtype) {
   switch (dtype) {
