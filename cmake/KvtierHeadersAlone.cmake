@@ -7,7 +7,7 @@ set(kvtier_header_sources)
 foreach(header IN LISTS kvtier_public_headers)
   file(RELATIVE_PATH name ${PROJECT_SOURCE_DIR}/include ${header})
   # CUDA's headers exist only with the toolkit.
-  if(NOT KVTIER_WITH_CUDA AND name MATCHES "kvtier/(kernels/(kv_kernels|page_pattern_kernels)|memory/cuda_check|memory/cuda_runtime)\\.hpp")
+  if(NOT KVTIER_WITH_CUDA AND name MATCHES "kvtier/(kernels/(group_kernels|kv_kernels|page_pattern_kernels)|memory/cuda_check|memory/cuda_runtime)\\.hpp")
     continue()
   endif()
   string(MAKE_C_IDENTIFIER ${name} id)

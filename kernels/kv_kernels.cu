@@ -1,9 +1,11 @@
 #include <algorithm>
 #include <cmath>
 
+#include "block_reduce.cuh"
 #include "kvtier/kernels/kv_kernels.hpp"
 #include "kvtier/kernels/paged_kv.hpp"
 #include "launch.cuh"
+#include "shared_memory.cuh"
 
 namespace kvtier::kernels {
 namespace {
@@ -24,25 +26,6 @@ __global__ void write_kv_kernel(std::byte* slab, KvLayout layout, std::uint32_t 
     store_kv_element(slab + slot_element_offset(layout, slot, layer, KvPart::Key, head, dim), g.dtype, key[at]);
     store_kv_element(slab + slot_element_offset(layout, slot, layer, KvPart::Value, head, dim), g.dtype, value[at]);
   }
-}
-
-__device__ float block_reduce(float value, float* scratch, bool take_max) {
-  for (int offset = 16; offset > 0; offset /= 2) {
-    const float other = __shfl_xor_sync(0xFFFFFFFFU, value, offset);
-    value = take_max ? fmaxf(value, other) : value + other;
-  }
-  const unsigned warp = threadIdx.x / 32;
-  if (threadIdx.x % 32 == 0) scratch[warp] = value;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    float result = scratch[0];
-    for (unsigned w = 1; w < blockDim.x / 32; ++w) result = take_max ? fmaxf(result, scratch[w]) : result + scratch[w];
-    scratch[0] = result;
-  }
-  __syncthreads();
-  const float result = scratch[0];
-  __syncthreads();
-  return result;
 }
 
 // One block per (sequence, query head): scores in shared memory, then a
@@ -158,22 +141,9 @@ cudaError_t launch_paged_attention_decode(const std::byte* slab, const KvLayout&
     return cudaErrorInvalidValue;
   }
   const std::size_t shared = std::size_t{args.max_blocks} * g.tokens_per_block * sizeof(float);
-  int device = 0;
-  int optin = 0;
-  if (const cudaError_t status = cudaGetDevice(&device); status != cudaSuccess) {
-    (void)cudaGetLastError();
-    return status;
-  }
-  if (const cudaError_t status = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  if (const cudaError_t status =
+          allow_dynamic_shared_memory(paged_attention_decode_kernel, shared, sizeof(float) * (kThreads / 32));
       status != cudaSuccess) {
-    (void)cudaGetLastError();
-    return status;
-  }
-  if (shared + sizeof(float) * (kThreads / 32) > static_cast<std::size_t>(optin)) return cudaErrorInvalidValue;
-  if (const cudaError_t status = cudaFuncSetAttribute(
-          paged_attention_decode_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
-      status != cudaSuccess) {
-    (void)cudaGetLastError();
     return status;
   }
   return launch(paged_attention_decode_kernel, dim3(args.seqs, args.q_heads), dim3(kThreads), shared, stream, slab,

@@ -5,12 +5,64 @@
 #include <algorithm>
 #include <cstdint>
 #include <random>
+#include <stdexcept>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "kvtier/core/kv_element.hpp"
 #include "kvtier/core/page_format.hpp"
 
 namespace kvtier::kernels::testing {
+
+/// Tokens a block of the test formats holds.
+inline constexpr std::uint32_t kFormatBlock = 4;
+
+struct Format {
+  const char* name;
+  PageFormat format;
+};
+
+/// Every page format at small sizes: K/V (K and V of different head sizes) in
+/// every dtype and quantization, and the MLA latent formats.
+inline std::vector<Format> page_format_cases() {
+  const auto kv = [](KvQuant quant, KvDtype dtype = KvDtype::Bf16) {
+    return PageFormat{
+        .block_size = kFormatBlock, .kv_heads = 2, .head_dim = 32, .head_dim_v = 16, .dtype = dtype, .quant = quant};
+  };
+  const auto mla = [](KvQuant quant) {
+    return PageFormat{.content = PageContent::MlaLatent,
+                      .block_size = kFormatBlock,
+                      .latent_dim = 256,
+                      .rope_dim = 32,
+                      .quant = quant};
+  };
+  return {{"bf16", kv(KvQuant::None)},
+          {"fp16", kv(KvQuant::None, KvDtype::Fp16)},
+          {"fp32", kv(KvQuant::None, KvDtype::Fp32)},
+          {"fp8_unscaled", kv(KvQuant::None, KvDtype::Fp8)},
+          {"fp8", kv(KvQuant::Fp8PerTensor)},
+          {"fp8_per_token_head", kv(KvQuant::Fp8PerTokenHead)},
+          {"int8_per_token_head", kv(KvQuant::Int8PerTokenHead)},
+          {"nvfp4", kv(KvQuant::Nvfp4)},
+          {"mla_bf16", mla(KvQuant::None)},
+          {"mla_fp8", mla(KvQuant::Fp8PerTensor)},
+          {"mla_fp8_ds_mla", mla(KvQuant::Fp8DsMla)}};
+}
+
+inline PageFormat format_named(std::string_view name) {
+  for (const Format& f : page_format_cases()) {
+    if (name == f.name) return f.format;
+  }
+  throw std::invalid_argument("no test format " + std::string(name));
+}
+
+/// The unit a format's scale covers (the values a test's largest one is drawn per).
+inline std::size_t scale_unit(const PageFormat& f, std::uint32_t dim) {
+  if (f.quant == KvQuant::Nvfp4) return kNvfp4Block;
+  if (f.quant == KvQuant::Fp8DsMla) return kDsMlaTile;
+  return dim;
+}
 
 /// `n` values, in units of `unit` (a row, an NVFP4 block, a ds_mla tile),
 /// each unit's largest magnitude the one its scale is computed from, every

@@ -19,49 +19,18 @@
 namespace kvtier::kernels {
 namespace {
 
+using testing::Format;
+using testing::kFormatBlock;
 using testing::lossless_values;
+using testing::page_format_cases;
 using testing::random_values;
+using testing::scale_unit;
 
-constexpr std::uint32_t kBlock = 4;
+constexpr std::uint32_t kBlock = kFormatBlock;
 constexpr std::uint32_t kLayers = 2;
 constexpr std::uint32_t kPages = 24;
 constexpr std::uint64_t kPadding = 48;
 constexpr float kTensorScale = 1.0f / 64;  // fp8 per tensor: values up to 7; nvfp4: the global scale
-
-struct Format {
-  const char* name;
-  PageFormat format;
-};
-
-PageFormat kv(KvQuant quant, KvDtype dtype = KvDtype::Bf16) {
-  return PageFormat{
-      .block_size = kBlock, .kv_heads = 2, .head_dim = 32, .head_dim_v = 16, .dtype = dtype, .quant = quant};
-}
-PageFormat mla(KvQuant quant) {
-  return PageFormat{
-      .content = PageContent::MlaLatent, .block_size = kBlock, .latent_dim = 256, .rope_dim = 32, .quant = quant};
-}
-
-const Format kFormats[] = {
-    {"bf16", kv(KvQuant::None)},
-    {"fp16", kv(KvQuant::None, KvDtype::Fp16)},
-    {"fp32", kv(KvQuant::None, KvDtype::Fp32)},
-    {"fp8_unscaled", kv(KvQuant::None, KvDtype::Fp8)},
-    {"fp8", kv(KvQuant::Fp8PerTensor)},
-    {"fp8_per_token_head", kv(KvQuant::Fp8PerTokenHead)},
-    {"int8_per_token_head", kv(KvQuant::Int8PerTokenHead)},
-    {"nvfp4", kv(KvQuant::Nvfp4)},
-    {"mla_bf16", mla(KvQuant::None)},
-    {"mla_fp8", mla(KvQuant::Fp8PerTensor)},
-    {"mla_fp8_ds_mla", mla(KvQuant::Fp8DsMla)},
-};
-
-/// The unit a format's scale covers (the values a test's largest one is drawn per).
-std::size_t scale_unit(const PageFormat& f, std::uint32_t dim) {
-  if (f.quant == KvQuant::Nvfp4) return kNvfp4Block;
-  if (f.quant == KvQuant::Fp8DsMla) return kDsMlaTile;
-  return dim;
-}
 
 /// A slab of kPages group pages, each followed by kPadding bytes of 0xAB; page 0 is the null page, all 0xFF
 /// (NaN in every format's data or scales), which attention must never read.
@@ -300,7 +269,7 @@ TEST_P(GroupFormats, ChunkedLocalReadsOnlyTheChunk) {
   check_attention(GetParam().format, {AttentionSpan::ChunkedLocal, 8});
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryFormat, GroupFormats, ::testing::ValuesIn(kFormats),
+INSTANTIATE_TEST_SUITE_P(EveryFormat, GroupFormats, ::testing::ValuesIn(page_format_cases()),
                          [](const ::testing::TestParamInfo<Format>& param) { return param.param.name; });
 
 TEST(GroupAttentionSpan, FirstAttendedTokenFollowsVllm) {
@@ -316,7 +285,7 @@ TEST(GroupAttentionSpan, FirstAttendedTokenFollowsVllm) {
 }
 
 TEST(GroupKernelContracts, RefuseWhatDoesNotFit) {
-  Slab slab(kv(KvQuant::Nvfp4));
+  Slab slab(testing::format_named("nvfp4"));
   std::vector<float> row(64, 1.0f);
   const std::int64_t outside = std::int64_t{kPages} * kBlock;
   EXPECT_THROW(reference::write_group_kv(slab.bytes.data(), slab.pages, 0, row.data(), row.data(), 1, &outside, {}),

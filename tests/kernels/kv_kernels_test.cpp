@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/device_array.hpp"
 #include "kernels/kv_test_data.hpp"
 #include "kvtier/kernels/kv_kernels.hpp"
 #include "kvtier/kernels/reference/paged_attention.hpp"
@@ -19,26 +20,6 @@ namespace {
 using namespace testing;
 
 bool have_device() { return memory::CudaRuntime::device_count() > 0; }
-
-template <class T>
-struct DeviceArray {
-  explicit DeviceArray(const std::vector<T>& host) : size(host.size()) {
-    EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&data), std::max<std::size_t>(1, size) * sizeof(T)), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(data, host.data(), size * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-  }
-  explicit DeviceArray(std::size_t n) : size(n) {
-    EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&data), std::max<std::size_t>(1, n) * sizeof(T)), cudaSuccess);
-    EXPECT_EQ(cudaMemset(data, 0, n * sizeof(T)), cudaSuccess);
-  }
-  ~DeviceArray() { cudaFree(data); }
-  std::vector<T> to_host() const {
-    std::vector<T> host(size);
-    EXPECT_EQ(cudaMemcpy(host.data(), data, size * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-    return host;
-  }
-  T* data = nullptr;
-  std::size_t size;
-};
 
 class KvKernels : public ::testing::TestWithParam<std::tuple<PageLayout, KvDtype>> {
  protected:
