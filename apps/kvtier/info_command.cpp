@@ -186,12 +186,16 @@ void add_info_command(CLI::App& app, int& exit_code) {
       ->needs(disk_path);
   info->add_option("--model", options->model.model,
                    "a preset of a real model: llama-3.1-8b, gpt-oss-20b, gpt-oss-120b, gemma-3-27b, llama-4-scout, "
-                   "qwen3-next-80b-a3b (docs/models.md)");
+                   "qwen3-next-80b-a3b, nemotron-h-8b, deepseek-v3 (docs/models.md)");
   info->add_option("--model-config", options->model.model_config, "a Hugging Face config.json");
   info->add_option("--gpu-memory-gb", options->model.gpu_memory_gb, "KV cache memory (GiB) the model's pool gets")
       ->capture_default_str();
   info->add_flag("--no-hybrid", options->model.no_hybrid,
                  "every attention layer in one full-attention group (vLLM's --disable-hybrid-kv-cache-manager)");
+  info->add_option("--kv-cache-dtype", options->model.kv_cache_dtype,
+                   "the attention groups' page format (vLLM's names): auto, fp8, fp8_per_token_head, "
+                   "int8_per_token_head, nvfp4, fp8_ds_mla")
+      ->capture_default_str();
   info->add_flag("--json", options->json, "print one JSON object");
   info->callback([options, &exit_code] {
     try {

@@ -67,12 +67,13 @@ nlohmann::ordered_json comparison(const replay::ReplayReport& hybrid, const repl
 
 int run_model_replay(const ModelReplayOptions& options, replay::ReplayConfig base, memory::Runtime& runtime,
                      const std::vector<replay::TraceRequest>& requests, const std::string& workload) {
-  if (!options.model.empty() && !options.model_config.empty()) {
-    throw ConfigError("--model and --model-config name one model: give one of them");
-  }
   if (base.instances != 1) throw ConfigError("--model replays one instance");
-  model::ModelDescription described =
-      options.model.empty() ? model::load_model_config(options.model_config) : model::preset(options.model);
+  const ModelInfoOptions info{.model = options.model,
+                              .model_config = options.model_config,
+                              .gpu_memory_gb = options.gpu_memory_gb,
+                              .no_hybrid = options.no_hybrid,
+                              .kv_cache_dtype = options.kv_cache_dtype};
+  const model::ModelDescription described = load_described_model(info);
   std::optional<ModelForm> single;
   if (options.no_hybrid || options.compare) {
     try {
@@ -82,7 +83,9 @@ int run_model_replay(const ModelReplayOptions& options, replay::ReplayConfig bas
     }
   }
   const ModelForm hybrid = form_of(described, options.gpu_memory_gb);
-  const bool compare = !options.no_hybrid && single && hybrid.geometry.has_null_page();
+  // Nothing to compare where one group is already the model's only form (an MLA model).
+  const bool compare = !options.no_hybrid && single && hybrid.geometry.has_null_page() &&
+                       single->geometry.describe() != hybrid.geometry.describe();
   // vLLM refuses to start when one request of max_model_len does not fit the
   // pool: the default is the model's, lowered to what the single-group pool
   // holds when it runs too, so both serve the same requests.
@@ -92,10 +95,6 @@ int run_model_replay(const ModelReplayOptions& options, replay::ReplayConfig bas
     if (options.no_hybrid || compare) max_model_len = std::min(max_model_len, single_group_tokens(*single));
     if (!hybrid.geometry.has_null_page()) max_model_len = std::min(max_model_len, single_group_tokens(hybrid));
   }
-  ModelInfoOptions info{.model = options.model,
-                        .model_config = options.model_config,
-                        .gpu_memory_gb = options.gpu_memory_gb,
-                        .no_hybrid = options.no_hybrid};
   const nlohmann::json model_description = describe_model(info);
   nlohmann::ordered_json out;
   out["model"] = model_description;

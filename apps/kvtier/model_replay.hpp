@@ -19,8 +19,9 @@ struct ModelReplayOptions {
   std::string model;         // a preset name
   std::string model_config;  // or a Hugging Face config.json
   double gpu_memory_gb = 8.0;
-  bool no_hybrid = false;  // only the single-group form
-  bool compare = true;     // also the single-group form, when the model has one
+  bool no_hybrid = false;               // only the single-group form
+  bool compare = true;                  // also the single-group form, when the model has one
+  std::string kv_cache_dtype = "auto";  // vLLM's --kv-cache-dtype
   /// Bytes of a pool page in memory for a manager with groups (the page
   /// count stays the model's); 0: the model's real page.
   std::uint64_t check_page_bytes = 4096;

@@ -43,6 +43,9 @@ void validate(const GroupSpec& g, std::size_t index) {
   if (g.kind != GroupKind::ChunkedLocalAttention && g.attention_chunk_size != 0) {
     throw bad("attention_chunk_size belongs to chunked local attention groups");
   }
+  if (!mamba && g.conv_state_bytes != 0) throw bad("conv_state_bytes belongs to Mamba groups");
+  validate_page_format(g.format_at(std::max<std::uint32_t>(g.block_size, 1)),
+                       "KV cache group " + std::to_string(index) + " (" + group_kind_name(g.kind) + "): ");
 }
 
 }  // namespace
@@ -93,13 +96,26 @@ MambaMode parse_mamba_mode(std::string_view name) {
   throw ConfigError("unknown mamba_mode '" + std::string(name) + "' (none, align, all)");
 }
 
-std::uint64_t GroupSpec::token_bytes() const noexcept {
+PageFormat GroupSpec::format_at(std::uint32_t tokens) const noexcept {
+  PageFormat f{.block_size = tokens, .dtype = dtype, .quant = quant};
   if (holds_key_and_value(kind)) {
-    return std::uint64_t{kv_heads} * (head_dim + (head_dim_v != 0 ? head_dim_v : head_dim)) * dtype_bytes(dtype);
+    f.content = PageContent::KeyValue;
+    f.kv_heads = kv_heads;
+    f.head_dim = head_dim;
+    f.head_dim_v = head_dim_v;
+  } else if (kind == GroupKind::Mamba) {
+    f.content = PageContent::MambaState;
+    f.state_bytes = state_bytes;
+    f.conv_state_bytes = conv_state_bytes;
+  } else {
+    f.content = PageContent::MlaLatent;
+    f.latent_dim = latent_dim;
+    f.rope_dim = rope_dim;
   }
-  if (kind == GroupKind::Mamba) return 0;
-  return std::uint64_t{latent_dim + rope_dim} * dtype_bytes(dtype);
+  return f;
 }
+
+std::uint64_t GroupSpec::token_bytes() const noexcept { return format_at(1).token_bytes(); }
 
 std::uint64_t GroupSpec::page_bytes_at(std::uint32_t tokens) const noexcept {
   if (kind == GroupKind::Mamba) return std::uint64_t{layers} * state_bytes;
@@ -190,6 +206,7 @@ std::string ModelGeometry::describe() const {
     if (is_windowed(g.kind)) out << "(W=" << g.sliding_window << ")";
     if (g.kind == GroupKind::ChunkedLocalAttention) out << "(C=" << g.attention_chunk_size << ")";
     if (g.kind == GroupKind::Mamba) out << "(" << mamba_mode_name(g.mamba_mode) << ")";
+    if (g.quant != KvQuant::None) out << " " << kv_quant_name(g.quant);
     out << " x" << g.layers << " layers, bs " << g.block_size << ", " << groups_[i].page_bytes << " B";
     if (groups_[i].padded()) out << " padded to " << groups_[i].padded_page_bytes << " B";
   }

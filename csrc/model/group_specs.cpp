@@ -30,6 +30,13 @@ class GroupFields {
     return o_.at(name).get<std::string>();
   }
   const nlohmann::json& object() const { return o_; }
+  KvQuant quant_named(const std::string& name) const {
+    try {
+      return parse_kv_quant(name);
+    } catch (const ConfigError& error) {
+      fail(error.what());
+    }
+  }
 
  private:
   const nlohmann::json& o_;
@@ -64,18 +71,17 @@ GroupSpec parse_group(const nlohmann::json& object, std::size_t index, const KvG
     g.head_dim = layout.u32_or("head_dim", manager_layout.head_dim);
     g.head_dim_v = layout.u32_or("head_dim_v", 0);
     g.dtype = parse_dtype(layout.string_or("dtype", dtype_name(manager_layout.dtype)));
-    if (layout.string_or("quant", "none") != "none") {
-      f.fail("quantized K/V pages (quant) come with MLA and quantized page formats (not yet)");
-    }
+    g.quant = layout.quant_named(layout.string_or("quant", "none"));
   } else if (g.kind == GroupKind::Mamba) {
     g.state_bytes = layout.u64("state_bytes", std::uint64_t{1} << 40);
+    g.conv_state_bytes = layout.has("conv_state_bytes") ? layout.u64("conv_state_bytes", g.state_bytes) : 0;
   } else {
     g.latent_dim = static_cast<std::uint32_t>(layout.u64("latent_dim", 0xFFFFFFFFULL));
     g.rope_dim = layout.u32_or("rope_dim", 0);
     g.dtype = parse_dtype(layout.string_or("dtype", "bf16"));
-    if (layout.string_or("format", "plain") != "plain") {
-      f.fail("MLA page formats other than plain (format) come with part 2 of model geometry (not yet)");
-    }
+    // MLA names its format: plain (the dtype), fp8 (per tensor) or fp8_ds_mla.
+    const std::string format = layout.string_or("format", "plain");
+    g.quant = format == "plain" ? KvQuant::None : layout.quant_named(format);
   }
   return g;
 }

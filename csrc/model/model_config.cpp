@@ -11,9 +11,10 @@
 namespace kvtier::model {
 namespace {
 
-enum class LayerKind : std::uint8_t { Full, Sliding, Chunked, Linear };
-constexpr std::array<LayerKind, 4> kKindOrder{LayerKind::Full, LayerKind::Sliding, LayerKind::Chunked,
-                                              LayerKind::Linear};
+// Linear: a Gated DeltaNet state (Qwen3-Next); Mamba2: a Mamba-2 state (Nemotron-H); NoCache: an MLP or MoE layer.
+enum class LayerKind : std::uint8_t { Full, Sliding, Chunked, Linear, Mamba2, NoCache };
+constexpr std::array<LayerKind, 5> kKindOrder{LayerKind::Full, LayerKind::Sliding, LayerKind::Chunked,
+                                              LayerKind::Linear, LayerKind::Mamba2};
 
 class ConfigReader {
  public:
@@ -53,7 +54,19 @@ LayerKind kind_named(const ConfigReader& r, const nlohmann::json& value) {
 /// Each layer's kind, from whichever of the fields the model's config uses.
 std::vector<LayerKind> layer_kinds(const ConfigReader& r, const nlohmann::json& c, std::uint32_t layers) {
   std::vector<LayerKind> kinds(layers, LayerKind::Full);
-  if (r.has("layer_types")) {
+  if (r.has("hybrid_override_pattern")) {  // Nemotron-H: M Mamba-2, * attention, - MLP, E MoE
+    const nlohmann::json& pattern = c.at("hybrid_override_pattern");
+    if (!pattern.is_string() || pattern.get<std::string>().size() != layers) {
+      r.fail("hybrid_override_pattern must be a string of one character per layer (" + std::to_string(layers) + ")");
+    }
+    for (std::uint32_t i = 0; i < layers; ++i) {
+      const char k = pattern.get<std::string>()[i];
+      if (k != 'M' && k != '*' && k != '-' && k != 'E') {
+        r.fail(std::string("hybrid_override_pattern holds '") + k + "', not one of M * - E");
+      }
+      kinds[i] = k == 'M' ? LayerKind::Mamba2 : (k == '*' ? LayerKind::Full : LayerKind::NoCache);
+    }
+  } else if (r.has("layer_types")) {
     const auto& types = r.list("layer_types", layers);
     for (std::uint32_t i = 0; i < layers; ++i) kinds[i] = kind_named(r, types[i]);
   } else if (r.has("full_attention_interval")) {  // Qwen3-Next: every n-th layer attends, the rest are linear
@@ -90,9 +103,27 @@ const char* describe(LayerKind kind) {
     case LayerKind::Chunked:
       return "chunked_local_attention";
     case LayerKind::Linear:
-      return "mamba";
+      return "mamba (gated delta net)";
+    case LayerKind::Mamba2:
+      return "mamba (mamba2)";
+    case LayerKind::NoCache:
+      return "without KV cache";
   }
   return "?";
+}
+
+/// DeepSeek V2/V3, Kimi K2: every layer caches one MLA latent (kv_lora_rank)
+/// and its RoPE key part (qk_rope_head_dim) a token: one mla_attention group.
+ModelDescription read_mla_config(const ConfigReader& r, const nlohmann::json& top, const nlohmann::json& c,
+                                 ModelDescription m) {
+  m.max_model_len = r.u32_or("max_position_embeddings", 0);
+  m.groups.push_back(GroupSpec{.kind = GroupKind::MlaAttention,
+                               .layers = m.layers,
+                               .dtype = dtype_of(r, top, c),
+                               .latent_dim = r.u32("kv_lora_rank"),
+                               .rope_dim = r.u32_or("qk_rope_head_dim", 0)});
+  m.layer_summary = std::to_string(m.layers) + " mla_attention";
+  return m;
 }
 
 }  // namespace
@@ -102,21 +133,24 @@ ModelDescription read_model_config(const nlohmann::json& config, const std::stri
   const nlohmann::json& c =
       config.contains("text_config") && config.at("text_config").is_object() ? config.at("text_config") : config;
   const ConfigReader r(c, name);
-  if (r.has("kv_lora_rank")) {
-    r.fail("an MLA model (kv_lora_rank): its latent page format comes with part 2 of model geometry");
-  }
   ModelDescription m{.name = name, .source = source, .layers = r.u32("num_hidden_layers")};
+  if (r.has("kv_lora_rank")) return read_mla_config(r, config, c, std::move(m));
   const std::uint32_t heads = r.u32("num_attention_heads");
   const std::uint32_t kv_heads = r.u32_or("num_key_value_heads", heads);
-  const std::uint32_t head_dim = r.has("head_dim") ? r.u32("head_dim") : r.u32("hidden_size") / heads;
+  const std::uint32_t head_dim = r.has("head_dim")             ? r.u32("head_dim")
+                                 : r.has("attention_head_dim") ? r.u32("attention_head_dim")  // Nemotron-H
+                                                               : r.u32("hidden_size") / heads;
   const KvDtype dtype = dtype_of(r, config, c);
   m.max_model_len = r.u32_or("max_position_embeddings", 0);
   const std::vector<LayerKind> kinds = layer_kinds(r, c, m.layers);
 
   std::map<LayerKind, std::uint32_t> count;
-  for (const LayerKind kind : kinds) ++count[kind];
+  for (const LayerKind kind : kinds) {
+    if (kind != LayerKind::NoCache) ++count[kind];
+  }
+  if (count.empty()) r.fail("no layer keeps a KV cache");
   // vLLM's grouping: groups of the fewest layers any kind has.
-  std::uint32_t group_size = m.layers;
+  std::uint32_t group_size = 0xFFFFFFFFU;
   for (const auto& [kind, n] : count) group_size = std::min(group_size, n);
   for (const LayerKind kind : kKindOrder) {
     if (!count.contains(kind)) continue;
@@ -144,10 +178,26 @@ ModelDescription read_model_config(const nlohmann::json& config, const std::stri
         const std::uint64_t conv = (r.u32("linear_conv_kernel_dim") - 1ULL) * (2 * key_dim + value_dim);
         const std::uint64_t delta = value_heads * r.u32("linear_key_head_dim") * r.u32("linear_value_head_dim");
         g.state_bytes = (conv + delta) * dtype_bytes(dtype);
+        g.conv_state_bytes = conv * dtype_bytes(dtype);
         break;
       }
+      case LayerKind::Mamba2: {
+        // vLLM's mamba2_state_shape: the conv's last kernel-1 inputs over the
+        // inner width and both B and C of every group, and an SSM state per head.
+        g.kind = GroupKind::Mamba;
+        g.mamba_mode = MambaMode::Align;
+        const std::uint64_t inner = std::uint64_t{r.u32("mamba_num_heads")} * r.u32("mamba_head_dim");
+        const std::uint64_t conv =
+            (r.u32("conv_kernel") - 1ULL) * (inner + 2ULL * r.u32("n_groups") * r.u32("ssm_state_size"));
+        const std::uint64_t ssm = inner * r.u32("ssm_state_size");
+        g.state_bytes = (conv + ssm) * dtype_bytes(dtype);
+        g.conv_state_bytes = conv * dtype_bytes(dtype);
+        break;
+      }
+      case LayerKind::NoCache:
+        break;
     }
-    if (kind != LayerKind::Linear) {
+    if (kind != LayerKind::Linear && kind != LayerKind::Mamba2) {
       g.kv_heads = kv_heads;
       g.head_dim = head_dim;
       g.dtype = dtype;
@@ -179,13 +229,31 @@ ModelDescription without_hybrid(const ModelDescription& model) {
     }
   }
   GroupSpec full = model.groups.front();
-  full.kind = GroupKind::FullAttention;
+  const bool mla = full.kind == GroupKind::MlaAttention || full.kind == GroupKind::SlidingWindowMla;
+  full.kind = mla ? GroupKind::MlaAttention : GroupKind::FullAttention;
   full.sliding_window = 0;
   full.attention_chunk_size = 0;
   full.layers = model.layers;
   one.groups.push_back(full);
-  one.layer_summary = std::to_string(model.layers) + " full_attention (--no-hybrid)";
+  one.layer_summary = std::to_string(model.layers) + " " + group_kind_name(full.kind) + " (--no-hybrid)";
   return one;
+}
+
+ModelDescription with_kv_cache_dtype(const ModelDescription& model, KvQuant quant) {
+  ModelDescription out = model;
+  for (std::size_t i = 0; i < out.groups.size(); ++i) {
+    GroupSpec& g = out.groups[i];
+    if (g.kind == GroupKind::Mamba) continue;  // a recurrent state keeps its own dtype
+    g.quant = quant;
+    try {
+      validate_page_format(g.format_at(16), "");
+    } catch (const ConfigError& error) {
+      throw ConfigError(model.name + ": --kv-cache-dtype " + kv_quant_name(quant) + " does not fit group " +
+                        std::to_string(i) + " (" + group_kind_name(g.kind) + "): " + error.what());
+    }
+  }
+  if (quant != KvQuant::None) out.layer_summary += std::string(", KV cache ") + kv_quant_name(quant);
+  return out;
 }
 
 std::uint64_t pages_in(const ModelGeometry& geometry, double gib) {

@@ -81,10 +81,23 @@ const std::map<std::string, Preset>& presets() {
       {"deepseek-v3",
        {"huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json",
         [] {
-          return Json{{"num_hidden_layers", 61},
-                      {"num_attention_heads", 128},
-                      {"kv_lora_rank", 512},
-                      {"qk_rope_head_dim", 64},
+          return Json{{"num_hidden_layers", 61}, {"num_attention_heads", 128},        {"kv_lora_rank", 512},
+                      {"qk_rope_head_dim", 64},  {"max_position_embeddings", 163840}, {"torch_dtype", "bfloat16"}};
+        }}},
+      {"nemotron-h-8b",
+       {"huggingface.co/nvidia/Nemotron-H-8B-Base-8K/blob/main/config.json",
+        [] {
+          return Json{{"num_hidden_layers", 52},
+                      {"num_attention_heads", 32},
+                      {"num_key_value_heads", 8},
+                      {"attention_head_dim", 128},
+                      {"hybrid_override_pattern", "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-"},
+                      {"mamba_num_heads", 128},
+                      {"mamba_head_dim", 64},
+                      {"n_groups", 8},
+                      {"ssm_state_size", 128},
+                      {"conv_kernel", 4},
+                      {"max_position_embeddings", 8192},
                       {"torch_dtype", "bfloat16"}};
         }}},
   };

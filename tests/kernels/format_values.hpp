@@ -4,6 +4,7 @@
 // (to check the formats' documented tolerances).
 #include <algorithm>
 #include <cstdint>
+#include <ostream>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -22,6 +23,7 @@ struct Format {
   const char* name;
   PageFormat format;
 };
+inline void PrintTo(const Format& f, std::ostream* out) { *out << f.name; }
 
 /// Every page format at small sizes: K/V (K and V of different head sizes) in
 /// every dtype and quantization, and the MLA latent formats.

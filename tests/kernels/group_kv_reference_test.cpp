@@ -264,12 +264,26 @@ TEST_P(GroupFormats, FullAttentionMatchesDenseMath) { check_attention(GetParam()
 TEST_P(GroupFormats, SlidingWindowReadsOnlyTheWindow) {
   check_attention(GetParam().format, {AttentionSpan::SlidingWindow, 6});
 }
-TEST_P(GroupFormats, ChunkedLocalReadsOnlyTheChunk) {
-  if (GetParam().format.content == PageContent::MlaLatent) GTEST_SKIP() << "no chunked MLA kind";
+
+INSTANTIATE_TEST_SUITE_P(EveryFormat, GroupFormats, ::testing::ValuesIn(page_format_cases()),
+                         [](const ::testing::TestParamInfo<Format>& param) { return param.param.name; });
+
+// Chunked local attention has no MLA kind: the K/V formats only.
+class KeyValueFormats : public ::testing::TestWithParam<Format> {};
+
+TEST_P(KeyValueFormats, ChunkedLocalReadsOnlyTheChunk) {
   check_attention(GetParam().format, {AttentionSpan::ChunkedLocal, 8});
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryFormat, GroupFormats, ::testing::ValuesIn(page_format_cases()),
+std::vector<Format> key_value_cases() {
+  std::vector<Format> out;
+  for (const Format& f : page_format_cases()) {
+    if (f.format.content == PageContent::KeyValue) out.push_back(f);
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryFormat, KeyValueFormats, ::testing::ValuesIn(key_value_cases()),
                          [](const ::testing::TestParamInfo<Format>& param) { return param.param.name; });
 
 TEST(GroupAttentionSpan, FirstAttendedTokenFollowsVllm) {

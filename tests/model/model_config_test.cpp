@@ -93,8 +93,53 @@ TEST(ModelConfig, WhatCannotBeReadIsRefusedByName) {
   refused({{"num_hidden_layers", 1}, {"num_attention_heads", 8}, {"hidden_size", 64}, {"torch_dtype", "int4"}},
           "torch_dtype");
   refused({{"num_hidden_layers", -3}, {"num_attention_heads", 8}}, "positive integer");
-  EXPECT_THROW(preset("deepseek-v3"), ConfigError) << "MLA's page format is part 2's";
+  refused(
+      {{"num_hidden_layers", 3}, {"num_attention_heads", 8}, {"hidden_size", 64}, {"hybrid_override_pattern", "M*"}},
+      "one character per layer");
+  refused(
+      {{"num_hidden_layers", 2}, {"num_attention_heads", 8}, {"hidden_size", 64}, {"hybrid_override_pattern", "MX"}},
+      "not one of");
   EXPECT_THROW(preset("gpt-5"), ConfigError);
+}
+
+TEST(ModelConfig, DeepSeekV3IsOneMlaGroupOfLatentPages) {
+  const ModelDescription m = preset("deepseek-v3");
+  ASSERT_EQ(m.groups.size(), 1U);
+  EXPECT_EQ(m.groups[0].kind, GroupKind::MlaAttention);
+  EXPECT_EQ(m.groups[0].layers, 61U);
+  EXPECT_EQ(m.max_model_len, 163840U);
+  // 512 + 64 bf16 values a token a layer, no K/V factor of 2.
+  EXPECT_EQ(m.geometry().page_bytes(), 61U * 16 * (512 + 64) * 2);
+  // vLLM's fp8_ds_mla: 656 bytes a token.
+  EXPECT_EQ(with_kv_cache_dtype(m, KvQuant::Fp8DsMla).geometry().page_bytes(), 61U * 16 * 656);
+  EXPECT_THROW(with_kv_cache_dtype(m, KvQuant::Nvfp4), ConfigError);
+  EXPECT_EQ(without_hybrid(m).groups[0].kind, GroupKind::MlaAttention);
+}
+
+TEST(ModelConfig, NemotronHGroupsItsMamba2StatesBesideAttention) {
+  const ModelDescription m = preset("nemotron-h-8b");
+  // 4 attention and 24 Mamba-2 layers (the 24 MLP layers keep nothing): groups of 4 layers.
+  ASSERT_EQ(m.groups.size(), 7U);
+  EXPECT_EQ(m.groups[0].kind, GroupKind::FullAttention);
+  EXPECT_EQ(m.groups[0].layers, 4U);
+  EXPECT_EQ(m.groups[0].head_dim, 128U);
+  const GroupSpec& mamba = m.groups[1];
+  EXPECT_EQ(mamba.kind, GroupKind::Mamba);
+  // vLLM's mamba2_state_shape in bf16: conv (4 - 1) x (128 x 64 + 2 x 8 x 128), SSM 128 x 64 x 128.
+  EXPECT_EQ(mamba.conv_state_bytes, 3U * (8192 + 2048) * 2);
+  EXPECT_EQ(mamba.state_bytes, (3U * (8192 + 2048) + 128U * 64 * 128) * 2);
+  EXPECT_THROW(without_hybrid(m), ConfigError);
+}
+
+TEST(ModelConfig, KvCacheDtypeQuantizesTheAttentionGroupsOnly) {
+  const ModelDescription oss = with_kv_cache_dtype(preset("gpt-oss-120b"), KvQuant::Nvfp4);
+  for (const GroupSpec& g : oss.groups) EXPECT_EQ(g.quant, KvQuant::Nvfp4);
+  // 18 layers x 16 tokens x 8 heads x (32 + 4) bytes for K and again for V.
+  EXPECT_EQ(oss.geometry().page_bytes(), 18U * 16 * 8 * 36 * 2);
+  const ModelDescription qwen = with_kv_cache_dtype(preset("qwen3-next-80b-a3b"), KvQuant::Fp8PerTokenHead);
+  EXPECT_EQ(qwen.groups[0].quant, KvQuant::Fp8PerTokenHead);
+  EXPECT_EQ(qwen.groups[1].quant, KvQuant::None);  // the recurrent state keeps its dtype
+  EXPECT_THROW(with_kv_cache_dtype(preset("llama-3.1-8b"), KvQuant::Fp8DsMla), ConfigError);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kvtier/core/kv_layout.hpp"
+#include "kvtier/core/page_format.hpp"
 
 namespace kvtier {
 
@@ -65,9 +66,14 @@ struct GroupSpec {
   // MLA kinds: one latent vector a token a layer.
   std::uint32_t latent_dim = 0;
   std::uint32_t rope_dim = 0;
-  // mamba: the whole recurrent state of one layer at one position.
+  /// K/V and MLA kinds: how the page is quantized (page_format.hpp).
+  KvQuant quant = KvQuant::None;
+  // mamba: the whole recurrent state of one layer at one position, its conv part first.
   std::uint64_t state_bytes = 0;
+  std::uint64_t conv_state_bytes = 0;
 
+  /// The page format of one layer's block at `tokens` tokens a block.
+  PageFormat format_at(std::uint32_t tokens) const noexcept;
   /// Bytes of one token of one layer (0 for Mamba, whose state does not scale with tokens).
   std::uint64_t token_bytes() const noexcept;
   /// Bytes of one block of every layer of the group at `block_size` tokens.
@@ -81,6 +87,8 @@ struct ResolvedGroup {
   std::uint64_t page_bytes = 0;         // unpadded: every layer of the group
   std::uint64_t padded_page_bytes = 0;  // the pool's page
   bool padded() const noexcept { return padded_page_bytes != page_bytes; }
+  /// One layer's block as the kernels and tiers address it.
+  PageFormat format() const noexcept { return spec.format_at(spec.block_size); }
 };
 
 class ModelGeometry {

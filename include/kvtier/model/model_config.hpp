@@ -35,16 +35,23 @@ struct ModelDescription {
 /// `hidden_size / num_attention_heads`), `torch_dtype`, `max_position_embeddings`, and the per-layer kinds
 /// from `layer_types`, `sliding_window_pattern`, `no_rope_layers` with
 /// `attention_chunk_size`, or `full_attention_interval` with the `linear_*`
-/// fields of a Gated DeltaNet. ConfigError naming the field for anything it
-/// cannot read, and for an MLA model (`kv_lora_rank`): its page format comes
-/// with part 2 of model geometry.
+/// fields of a Gated DeltaNet, or `hybrid_override_pattern` with the `mamba_*`
+/// fields of Mamba-2 layers (Nemotron-H); an MLA model (`kv_lora_rank`,
+/// `qk_rope_head_dim`) is one mla_attention group. ConfigError naming the
+/// field for anything it cannot read.
 ModelDescription read_model_config(const nlohmann::json& config, const std::string& name, const std::string& source);
 ModelDescription load_model_config(const std::filesystem::path& path);
 
 /// vLLM's --disable-hybrid-kv-cache-manager: every attention layer in one
-/// full-attention group (a sliding window kept whole). ConfigError for a model
-/// with a recurrent state, which has no such form.
+/// full-attention (or MLA) group, a sliding window kept whole. ConfigError for
+/// a model with a recurrent state, which has no such form.
 ModelDescription without_hybrid(const ModelDescription& model);
+
+/// vLLM's --kv-cache-dtype: every attention group's pages in `quant` (a
+/// Mamba state keeps its dtype). ConfigError when a group cannot hold it
+/// (fp8_ds_mla on K/V, per-token-head or nvfp4 on an MLA latent, nvfp4 with
+/// a head size that is not a multiple of 16).
+ModelDescription with_kv_cache_dtype(const ModelDescription& model, KvQuant quant);
 
 /// Pages of `geometry` in `gib` GiB of KV cache memory, as vLLM sizes its
 /// pool: bytes available / bytes of one page (every group shares the page).

@@ -10,10 +10,9 @@
 namespace kvtier::model {
 
 /// "llama-3.1-8b", "gpt-oss-20b", "gpt-oss-120b", "gemma-3-27b",
-/// "llama-4-scout", "qwen3-next-80b-a3b", "deepseek-v3".
+/// "llama-4-scout", "qwen3-next-80b-a3b", "nemotron-h-8b", "deepseek-v3".
 std::vector<std::string> preset_names();
-/// The preset's description; ConfigError for an unknown name (listing the
-/// presets) and for deepseek-v3 (MLA: its page format is part 2's).
+/// The preset's description; ConfigError for an unknown name (listing the presets).
 ModelDescription preset(const std::string& name);
 
 }  // namespace kvtier::model
