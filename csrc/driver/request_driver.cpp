@@ -31,8 +31,15 @@ g1::G1Acquire RequestDriver::allocate_groups(g1::OwnerId owner, ActiveSequence& 
     KVTIER_EXPECTS(!reuse || *reuse == 0, "a running request takes no prefix hit");
   }
   const g1::G1Acquire acquire = manager_->allocate_slots(owner, sequence, tokens, reuse_tokens);
+  zero_reassigned_pages();
   if (acquire.is_ready()) sequence.commit_allocation(std::max(tokens, sequence.num_allocated_tokens()));
   return acquire;
+}
+
+void RequestDriver::zero_reassigned_pages() {
+  if (!zero_pages_) return;
+  const std::vector<PageId> pages = manager_->take_pages_to_zero();
+  if (!pages.empty()) zero_pages_(pages);
 }
 
 DecodeStep RequestDriver::decode_groups(g1::OwnerId owner, ActiveSequence& sequence, std::optional<TokenId> token) {
@@ -52,6 +59,7 @@ DecodeStep RequestDriver::decode_groups(g1::OwnerId owner, ActiveSequence& seque
     return step;
   }
   step.acquire = manager_->allocate_slots(owner, sequence, sequence.len());
+  zero_reassigned_pages();
   if (!step.acquire.is_ready()) {
     step.applied = 0;
     return step;  // the token stays, unallocated: the next step retries its slot

@@ -59,4 +59,8 @@ void G1Manager::begin_step() {
   if (grouped_ != nullptr) grouped_->begin_step();
 }
 
+std::vector<PageId> G1Manager::take_pages_to_zero() {
+  return grouped_ != nullptr ? grouped_->take_pages_to_zero() : std::vector<PageId>{};
+}
+
 }  // namespace kvtier::g1

@@ -104,6 +104,18 @@ void KvPool::fill_pattern(std::span<const PageId> pages, std::span<const std::ui
   }
 }
 
+void KvPool::zero_pages(std::span<const PageId> pages) {
+  for (const PageId page : pages) {
+    KVTIER_EXPECTS(page.value() < capacity(), "page ", page.value(), " is outside the pool of ", capacity());
+  }
+  for (const PageId page : pages) {
+    for (std::uint32_t chunk = 0; chunk < layout_.chunks_per_page(); ++chunk) {
+      stream_.fill_async(chunk_address(page, chunk), 0, layout_.chunk_bytes());
+    }
+  }
+  stream_.synchronize();
+}
+
 std::vector<PageId> KvPool::find_pattern_mismatches(std::span<const PageId> pages,
                                                     std::span<const std::uint64_t> identities) {
   check_pages(pages, identities);

@@ -129,6 +129,11 @@ memory::DeviceBlockTables Session::block_tables(std::span<const g1::OwnerId> own
   return tables_->build(tables, stream, seq_lens, columns);
 }
 
+driver::RequestDriver Session::driver() {
+  memory::KvPool* pool = &memory_->pool();
+  return driver::RequestDriver(*manager_, [pool](std::span<const PageId> pages) { pool->zero_pages(pages); });
+}
+
 memory::Stream& Session::compute_stream() {
   if (!compute_stream_) compute_stream_ = std::make_unique<memory::Stream>(runtime().create_stream());
   return *compute_stream_;

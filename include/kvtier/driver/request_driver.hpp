@@ -5,7 +5,10 @@
 // script runner, the tests, the benches and the replay all drive requests
 // through it, so the order of calls (docs/semantics.md §6.3) lives in one place.
 #include <cstddef>
+#include <functional>
 #include <optional>
+#include <span>
+#include <utility>
 #include <vector>
 
 #include "kvtier/core/active_sequence.hpp"
@@ -52,7 +55,14 @@ struct Admission {
 /// ContractError with nothing changed.
 class RequestDriver {
  public:
-  explicit RequestDriver(g1::G1Manager& manager) noexcept : manager_(&manager) {}
+  /// Zeroes pages a group of another precision takes (G1Manager::take_pages_to_zero).
+  using PageZeroer = std::function<void(std::span<const PageId>)>;
+
+  /// `zero_pages` runs after every allocation that handed a page to a group
+  /// of another precision (the session's pool zeroes them); none: the caller
+  /// drains G1Manager::take_pages_to_zero itself.
+  explicit RequestDriver(g1::G1Manager& manager, PageZeroer zero_pages = {}) noexcept
+      : manager_(&manager), zero_pages_(std::move(zero_pages)) {}
 
   g1::G1Manager& manager() const noexcept { return *manager_; }
 
@@ -103,6 +113,8 @@ class RequestDriver {
   void release(g1::OwnerId owner, ActiveSequence& sequence);
 
  private:
+  /// Hands the pages the last allocation gave a group of another precision to zero_pages_.
+  void zero_reassigned_pages();
   void require_decodable(g1::OwnerId owner, const ActiveSequence& sequence) const;
   /// A manager with KV cache groups takes slots for tokens, not signals
   /// (G1Manager::allocate_slots): the same calls, its way.
@@ -111,6 +123,7 @@ class RequestDriver {
   DecodeStep decode_groups(g1::OwnerId owner, ActiveSequence& sequence, std::optional<TokenId> token);
 
   g1::G1Manager* manager_;
+  PageZeroer zero_pages_;
 };
 
 }  // namespace kvtier::driver

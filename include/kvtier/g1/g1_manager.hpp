@@ -155,6 +155,10 @@ class G1Manager {
   void free_slots(OwnerId owner);
   /// A new scheduler step: Mamba states cached before it may be hit.
   void begin_step();
+  /// Pages allocate_slots gave since the last call to a group of another
+  /// precision than the one that last wrote them: zero them before writing
+  /// (vLLM #47574). Empty unless the groups' page formats differ in precision.
+  std::vector<PageId> take_pages_to_zero();
   /// A manager with groups: the owner's pages in `group` (the null page left
   /// out) and each one's pattern identity — a block complete in `sequence`
   /// is its hash in that group (so a page two requests share has one), any

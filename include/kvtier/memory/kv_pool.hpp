@@ -48,6 +48,9 @@ class KvPool {
   void fill_pattern(std::span<const PageId> pages, std::span<const std::uint64_t> identities);
   /// The pages whose bytes differ from the pattern of their identity, in input order.
   std::vector<PageId> find_pattern_mismatches(std::span<const PageId> pages, std::span<const std::uint64_t> identities);
+  /// Zeroes every byte of the pages and waits. ContractError for a page out
+  /// of range (nothing zeroed); the runtime's error if a fill fails.
+  void zero_pages(std::span<const PageId> pages);
   /// Copies the pages to host memory, a batch at a time, and calls
   /// visit(i, bytes of pages[i]) in input order; the bytes are the page's
   /// chunks in order (the layout of a one-page pool of either kind). Throws

@@ -63,7 +63,9 @@ class Session {
   offload::OffloadEngine* engine() const noexcept { return engine_.get(); }
   g1::G1Manager& manager() noexcept { return *manager_; }
   const g1::G1Manager& manager() const noexcept { return *manager_; }
-  driver::RequestDriver driver() noexcept { return driver::RequestDriver(*manager_); }
+  /// The request driver over the manager; pages it hands a group of another
+  /// precision are zeroed in the pool before the call returns.
+  driver::RequestDriver driver();
 
   /// The tier under G2 of that medium (Disk: G3, External: G4); nullptr without one.
   const tiers::LowerTier* lower_tier(StorageTier medium) const noexcept;

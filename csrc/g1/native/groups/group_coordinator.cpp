@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "kvtier/core/errors.hpp"
 #include "kvtier/core/expects.hpp"
@@ -36,6 +37,19 @@ GroupCoordinator::GroupCoordinator(ModelGeometry geometry, std::uint32_t capacit
                  "a manager holds between 1 and 255 KV cache groups");
   for (const ResolvedGroup& group : geometry_.groups()) {
     rules_.push_back(make_group_rule(group, geometry_.scheduler_block_size()));
+  }
+  const auto& groups = geometry_.groups();
+  bool mixed = false;
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    std::size_t cls = 0;
+    while (!groups[cls].format().same_precision(groups[g].format())) ++cls;
+    group_precision_.push_back(static_cast<std::uint8_t>(cls));
+    mixed = mixed || cls != 0;
+  }
+  if (mixed) {
+    page_precision_.assign(capacity, kZeroed);
+  } else {
+    group_precision_.clear();
   }
   for (std::size_t g = 0; g < rules_.size(); ++g) {
     const GroupKind kind = geometry_.groups()[g].spec.kind;
@@ -204,12 +218,19 @@ bool GroupCoordinator::allocate(OwnerId owner, std::span<const SequenceHash> has
     for (std::size_t i = 0; i < fresh[g]; ++i) {
       const PageId page = pool_.allocate_private(outcome->reservation);
       page_group_[page.value()] = static_cast<std::uint8_t>(g);
+      if (!page_precision_.empty()) {
+        std::uint8_t& last = page_precision_[page.value()];
+        if (last != kZeroed && last != group_precision_[g]) to_zero_.push_back(page);
+        last = group_precision_[g];
+      }
       state.tables[g].pages.push_back(page);
     }
   }
   if (!running) owners_.emplace(owner, std::move(fresh_owner));
   return true;
 }
+
+std::vector<PageId> GroupCoordinator::take_pages_to_zero() { return std::exchange(to_zero_, {}); }
 
 std::vector<std::vector<GroupCoordinator::CachedBlock>> GroupCoordinator::finalize(OwnerId owner,
                                                                                    std::span<const SequenceHash> hashes,

@@ -99,6 +99,10 @@ class GroupCoordinator {
   std::vector<PageId> eviction_order() const { return pool_.inactive_order(); }
   /// Hashes of `group` whose last cached copy was evicted, oldest first, since the last call.
   std::vector<SequenceHash> take_removed(std::size_t group);
+  /// Pages taken since the last call by a group of another precision than
+  /// the one that last wrote them (vLLM #47574: stale bytes of another format
+  /// decode as NaN): they must be zeroed before the new group writes them.
+  std::vector<PageId> take_pages_to_zero();
   /// InvariantError when the tables, the pool and the null page disagree.
   void audit() const;
 
@@ -131,6 +135,13 @@ class GroupCoordinator {
   NativeBlockPool pool_;
   std::optional<PageId> null_page_;
   std::vector<std::uint8_t> page_group_;  // the group a page was last taken for
+  /// With groups of more than one precision: each group's precision class
+  /// (the first group of the same precision) and each page's last one
+  /// (kZeroed: as the pool made it); empty otherwise, nothing to track.
+  static constexpr std::uint8_t kZeroed = 0xFF;
+  std::vector<std::uint8_t> group_precision_;
+  std::vector<std::uint8_t> page_precision_;
+  std::vector<PageId> to_zero_;
   std::unordered_map<OwnerId, Owner> owners_;
   std::unordered_map<std::uint64_t, std::pair<SequenceHash, std::size_t>> cached_keys_;  // key -> (hash, group)
   std::vector<std::vector<SequenceHash>> removed_;                                       // by group

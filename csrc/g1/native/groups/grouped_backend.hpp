@@ -27,6 +27,7 @@ class GroupedBackend final : public BlockManager {
   void finalize(OwnerId owner, const ActiveSequence& sequence, std::size_t computed);
   void free(OwnerId owner);
   void begin_step() noexcept { coordinator_.begin_step(); }
+  std::vector<PageId> take_pages_to_zero() { return coordinator_.take_pages_to_zero(); }
   /// The owner's pages in `group` but the null page, and the pattern identity
   /// of the block each backs now, for the table's blocks [first_block,
   /// end_block) (G1Manager::group_patterns).
