@@ -10,6 +10,7 @@
 #include <nvtx3/nvtx3.hpp>
 #include <vector>
 
+#include "kvtier/kernels/group_kernels.hpp"
 #include "kvtier/kernels/kv_kernels.hpp"
 #include "kvtier/memory/cuda_check.hpp"
 #include "kvtier/memory/memory_budget.hpp"
@@ -226,6 +227,38 @@ class CudaStream final : public detail::StreamBackend {
     ScopedRange range{"kvtier.paged_attention_async"};
     DeviceScope scope(device_);
     KVTIER_CUDA_CHECK(kernels::launch_paged_attention_decode(step.slab, *step.layout, step.args, stream_));
+  }
+
+  void write_group_kv_async(const GroupKvWrite& write) override {
+    check_group_kv_write(write);
+    if (write.tokens == 0) return;
+    ScopedRange range{"kvtier.write_group_kv_async"};
+    DeviceScope scope(device_);
+    // The tokens' values and slots are read by the kernel through their mapped addresses.
+    const auto mapped = [](const float* host) {
+      void* device = nullptr;
+      if (host != nullptr) KVTIER_CUDA_CHECK(cudaHostGetDevicePointer(&device, const_cast<float*>(host), 0));
+      return static_cast<const float*>(device);
+    };
+    void* slots_device = nullptr;
+    KVTIER_CUDA_CHECK(cudaHostGetDevicePointer(&slots_device, const_cast<std::int64_t*>(write.slots), 0));
+    const auto* slots = static_cast<const std::int64_t*>(slots_device);
+    if (write.pages.format.content == PageContent::MlaLatent) {
+      KVTIER_CUDA_CHECK(kernels::launch_write_mla(write.slab, write.pages, write.layer, mapped(write.first),
+                                                  mapped(write.second), write.tokens, slots, write.scales, stream_));
+    } else {
+      KVTIER_CUDA_CHECK(kernels::launch_write_group_kv(write.slab, write.pages, write.layer, mapped(write.first),
+                                                       mapped(write.second), write.tokens, slots, write.scales,
+                                                       stream_));
+    }
+  }
+
+  void group_attention_async(const GroupAttentionDecode& step) override {
+    check_group_attention_decode(step);
+    if (step.args.seqs == 0) return;
+    ScopedRange range{"kvtier.group_attention_async"};
+    DeviceScope scope(device_);
+    KVTIER_CUDA_CHECK(kernels::launch_group_attention_decode(step.slab, step.pages, step.args, stream_));
   }
 
   void record(detail::EventBackend& event) override {

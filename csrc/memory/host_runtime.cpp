@@ -21,6 +21,7 @@
 
 #include "kvtier/core/errors.hpp"
 #include "kvtier/core/expects.hpp"
+#include "kvtier/kernels/reference/write_group_kv.hpp"
 #include "kvtier/kernels/reference/write_kv.hpp"
 #include "kvtier/memory/memory_budget.hpp"
 
@@ -230,6 +231,40 @@ class HostStream final : public detail::StreamBackend {
         kernels::reference::paged_attention_decode(step.slab, layout, step.args);
       } catch (const std::exception& error) {
         fail(std::string("paged attention failed: ") + error.what());
+      }
+    });
+  }
+
+  void write_group_kv_async(const GroupKvWrite& write) override {
+    check_group_kv_write(write);
+    if (write.tokens == 0) return;
+    for (std::uint32_t t = 0; t < write.tokens; ++t) {
+      KVTIER_EXPECTS(write.slots[t] < 0 || static_cast<std::uint64_t>(write.slots[t]) < write.pages.slots(),
+                     "write_group_kv: slot " + std::to_string(write.slots[t]) + " is outside the pool");
+    }
+    enqueue([this, write] {
+      try {
+        if (write.pages.format.content == PageContent::MlaLatent) {
+          kernels::reference::write_mla(write.slab, write.pages, write.layer, write.first, write.second, write.tokens,
+                                        write.slots, write.scales);
+        } else {
+          kernels::reference::write_group_kv(write.slab, write.pages, write.layer, write.first, write.second,
+                                             write.tokens, write.slots, write.scales);
+        }
+      } catch (const std::exception& error) {
+        fail(std::string("write_group_kv failed: ") + error.what());
+      }
+    });
+  }
+
+  void group_attention_async(const GroupAttentionDecode& step) override {
+    check_group_attention_decode(step);
+    if (step.args.seqs == 0) return;
+    enqueue([this, step] {
+      try {  // tables and lengths are read now, as the kernel reads them: a bad one fails the step
+        kernels::reference::group_attention_decode(step.slab, step.pages, step.args);
+      } catch (const std::exception& error) {
+        fail(std::string("group attention failed: ") + error.what());
       }
     });
   }

@@ -1,4 +1,5 @@
 #include "kvtier/memory/cuda_runtime.hpp"
+#include "memory/group_work_contract.hpp"
 #include "memory/runtime_contract.hpp"
 
 namespace kvtier::memory::testing {
@@ -11,6 +12,7 @@ struct CudaRuntimeTraits {
 
 using CudaRuntimes = ::testing::Types<CudaRuntimeTraits>;
 INSTANTIATE_TYPED_TEST_SUITE_P(Cuda, RuntimeContract, CudaRuntimes);
+INSTANTIATE_TYPED_TEST_SUITE_P(Cuda, GroupWorkContract, CudaRuntimes);
 
 TEST(CudaRuntime, ReportsTheDeviceItRunsOn) {
   if (CudaRuntime::device_count() == 0) GTEST_SKIP() << "no CUDA device is visible";

@@ -1,4 +1,5 @@
 #include "kvtier/memory/host_runtime.hpp"
+#include "memory/group_work_contract.hpp"
 #include "memory/runtime_contract.hpp"
 
 namespace kvtier::memory::testing {
@@ -11,6 +12,7 @@ struct HostRuntimeTraits {
 
 using HostRuntimes = ::testing::Types<HostRuntimeTraits>;
 INSTANTIATE_TYPED_TEST_SUITE_P(Host, RuntimeContract, HostRuntimes);
+INSTANTIATE_TYPED_TEST_SUITE_P(Host, GroupWorkContract, HostRuntimes);
 
 }  // namespace
 }  // namespace kvtier::memory::testing

@@ -9,6 +9,7 @@
 #include "kvtier/core/copy_descriptor.hpp"
 #include "kvtier/core/kv_layout.hpp"
 #include "kvtier/kernels/reference/paged_attention.hpp"
+#include "kvtier/memory/group_work.hpp"
 
 namespace kvtier::memory {
 
@@ -124,6 +125,8 @@ class StreamBackend {
   virtual void fill_async(void* dst, std::uint8_t value, std::size_t bytes) = 0;
   virtual void write_kv_async(const KvWrite& write) = 0;
   virtual void paged_attention_async(const AttentionDecode& step) = 0;
+  virtual void write_group_kv_async(const GroupKvWrite& write) = 0;
+  virtual void group_attention_async(const GroupAttentionDecode& step) = 0;
   virtual void record(EventBackend& event) = 0;
   virtual void wait(const EventBackend& event) = 0;
   virtual void synchronize() = 0;
@@ -182,6 +185,11 @@ class Stream {
   /// refuses them, failing the step (TransferError through later events and
   /// synchronize()) with nothing written to `out`.
   void paged_attention_async(const AttentionDecode& step) { backend_->paged_attention_async(step); }
+  /// Writes new tokens into a KV cache group's pages in its page format
+  /// (the group kernels, or their CPU references on HostRuntime).
+  void write_group_kv_async(const GroupKvWrite& write) { backend_->write_group_kv_async(write); }
+  /// One decode step of attention over a KV cache group's pages.
+  void group_attention_async(const GroupAttentionDecode& step) { backend_->group_attention_async(step); }
   void record(Event& event) { backend_->record(event.backend()); }
   /// Later work on this stream waits for the event's most recent record.
   void wait(const Event& event) { backend_->wait(event.backend()); }
