@@ -43,8 +43,15 @@ std::size_t single_group_tokens(const ModelForm& form) {
 replay::ReplayConfig config_for(const ModelForm& form, const ModelReplayOptions& options, replay::ReplayConfig base,
                                 std::size_t max_model_len) {
   base.session.manager.capacity = form.capacity;
-  base.session.manager.groups = form.description.groups;
-  base.session.manager.block_size_fixed = false;  // vLLM raises the attention block to cover a Mamba state
+  if (form.geometry.has_null_page()) {
+    base.session.manager.groups = form.description.groups;
+    base.session.manager.block_size_fixed = false;  // vLLM raises the attention block to cover a Mamba state
+  } else {
+    // One plain full-attention group: the replay's own pages (--layers, --kv-heads, --head-dim) with the
+    // model's page count, so its K/V writes and attention check stay affordable.
+    base.session.manager.groups.clear();
+    base.session.manager.block_size = form.geometry.groups().front().spec.block_size;
+  }
   if (form.geometry.has_null_page() && options.check_page_bytes != 0) {
     base.session.group_page_bytes = options.check_page_bytes;
   }

@@ -194,7 +194,11 @@ ModelGeometry ModelGeometry::resolve(std::vector<GroupSpec> groups, std::uint32_
   }
   out.hash_block_size_ = static_cast<std::uint32_t>(block_size_fixed ? block_size : hash);
   out.scheduler_block_size_ = static_cast<std::uint32_t>(scheduler);
-  out.null_page_ = out.groups_.size() > 1 || out.groups_.front().spec.kind != GroupKind::FullAttention;
+  // One plain full-attention group is today's manager (KvLayout pages); a
+  // quantized one or one with its own V head size is a group with its format.
+  const GroupSpec& first = out.groups_.front().spec;
+  const bool plain = first.quant == KvQuant::None && (first.head_dim_v == 0 || first.head_dim_v == first.head_dim);
+  out.null_page_ = out.groups_.size() > 1 || first.kind != GroupKind::FullAttention || !plain;
   return out;
 }
 

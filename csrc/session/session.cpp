@@ -52,6 +52,14 @@ void Session::build(memory::Runtime* borrowed) {
   std::vector<std::shared_ptr<KvEventSink>> sinks{tier_events_};
   sinks.insert(sinks.end(), config_.event_sinks.begin(), config_.event_sinks.end());
   auto manager = std::make_unique<g1::G1Manager>(config_.manager, std::move(sinks));
+  if (!manager->has_groups() && !config_.manager.groups.empty()) {
+    // One plain full-attention group: today's pages, in the group's geometry.
+    const GroupSpec& group = manager->geometry()->groups().front().spec;
+    config_.geometry.layers = group.layers;
+    config_.geometry.kv_heads = group.kv_heads;
+    config_.geometry.head_dim = group.head_dim;
+    config_.geometry.dtype = group.dtype;
+  }
   if (!layout) {
     layout = manager->has_groups()
                  ? grouped_pool_layout(config_.group_page_bytes.value_or(manager->geometry()->page_bytes()),
@@ -127,6 +135,22 @@ memory::DeviceBlockTables Session::block_tables(std::span<const g1::OwnerId> own
     tables_ = std::make_unique<memory::BlockTableBuilder>(runtime(), grown_rows, grown_blocks);
   }
   return tables_->build(tables, stream, seq_lens, columns);
+}
+
+kernels::GroupPages Session::group_pages(std::size_t group) const {
+  const ModelGeometry* geometry = manager_->geometry();
+  KVTIER_EXPECTS(manager_->has_groups() && geometry != nullptr, "group_pages is for a manager with KV cache groups");
+  KVTIER_EXPECTS(group < geometry->group_count(), "group ", group, " is not one of the manager's ",
+                 geometry->group_count());
+  const ResolvedGroup& g = geometry->groups()[group];
+  const kernels::GroupPages pages{.format = g.format(),
+                                  .layers = g.spec.layers,
+                                  .page_stride = pool().layout().page_bytes(),
+                                  .capacity = pool().capacity()};
+  KVTIER_EXPECTS(pages.group_page_bytes() <= pages.page_stride, "group ", group, "'s pages hold ",
+                 pages.group_page_bytes(), " bytes, the pool's pages in memory ", pages.page_stride,
+                 " (group_page_bytes shrinks them: leave it unset for the model's real pages)");
+  return pages;
 }
 
 driver::RequestDriver Session::driver() {

@@ -9,6 +9,7 @@
 
 #include "dlpack_views.hpp"
 #include "event_conversion.hpp"
+#include "group_views.hpp"
 #include "kvtier/core/errors.hpp"
 #include "kvtier/core/expects.hpp"
 #include "kvtier/g1/eviction_policy.hpp"
@@ -355,15 +356,42 @@ void bind_pages(nb::class_<PyManager>& c) {
           "DLPack tensor a paged-attention kernel reads (torch.from_dlpack on CUDA, numpy on the host runtime).")
       .def(
           "kv_cache",
-          [](PyManager& m, std::uint32_t layer, bool as_bytes) {
+          [](PyManager& m, std::uint32_t layer, bool as_bytes) -> nb::object {
             const auto memory = m.session().page_memory();
-            return std::make_pair(kv_view(memory, layer, KvPart::Key, as_bytes),
-                                  kv_view(memory, layer, KvPart::Value, as_bytes));
+            if (m.manager().has_groups()) {
+              // Layers count in group order: group 0's, then group 1's, ...
+              const auto& groups = m.manager().geometry()->groups();
+              std::uint32_t first = 0;
+              for (std::size_t g = 0; g < groups.size(); first += groups[g++].spec.layers) {
+                if (layer >= first + groups[g].spec.layers) continue;
+                const nb::dict views = group_views(memory, m.session().stack().group_pages(g), layer - first);
+                const bool plain =
+                    groups[g].format().content == PageContent::KeyValue && groups[g].format().quant == KvQuant::None;
+                if (plain && !as_bytes) return nb::make_tuple(views["key"], views["value"]);
+                return views;
+              }
+              throw ContractError("layer " + std::to_string(layer) + " is outside the groups' " +
+                                  std::to_string(first) + " layers");
+            }
+            return nb::cast(std::make_pair(kv_view(memory, layer, KvPart::Key, as_bytes),
+                                           kv_view(memory, layer, KvPart::Value, as_bytes)));
           },
           "layer"_a, "as_bytes"_a = false,
           "(K, V) of one layer over the real G1 slab, no copy: shape [pages, block_size, kv_heads, head_dim], "
           "strides from the page layout, the layout's dtype (fp8 as uint8); as_bytes=True gives uint8 with the last "
-          "dimension in bytes. The views keep the pages alive, also after close().")
+          "dimension in bytes. The views keep the pages alive, also after close(). A manager with KV cache groups "
+          "counts layers in group order and answers (K, V) for plain K/V, else group_cache's dict.")
+      .def(
+          "group_cache",
+          [](PyManager& m, std::size_t group, std::uint32_t layer) {
+            return group_views(m.session().page_memory(), m.session().stack().group_pages(group), layer);
+          },
+          "group"_a, "layer"_a,
+          "Views of one layer of KV cache group `group` in its page format, no copy, leading dimension the pool's "
+          "pages: {'key', 'value'} (+ 'key_scale', 'value_scale' for per-token-head fp32 and NVFP4 e4m3 scales), "
+          "{'latent', 'rope'} (+ 'latent_scale' for fp8_ds_mla), or {'conv', 'recurrent'} bytes of a Mamba state. "
+          "fp8, int8 data, packed e2m1 pairs and e4m3 scales are uint8 (int8 as int8). Needs the model's real pages "
+          "(no group_page_bytes).")
       .def(
           "write_pattern",
           [](PyManager& m, nb::handle owner) {

@@ -84,7 +84,7 @@ class ManagerSession {
   const session::Session& stack() const noexcept { return *session_; }
   session::Session& stack() noexcept { return *session_; }
   PendingEventSink& events() noexcept { return *events_; }
-  driver::RequestDriver driver() noexcept { return session_->driver(); }
+  driver::RequestDriver driver() { return session_->driver(); }
 
   /// Owner ids from here up belong to requests; MoveBlock-level callers use those below.
   static constexpr std::uint64_t kFirstRequestOwner = std::uint64_t{1} << 63;

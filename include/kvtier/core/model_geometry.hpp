@@ -117,8 +117,9 @@ class ModelGeometry {
   std::uint64_t page_bytes() const noexcept { return page_bytes_; }
   std::uint32_t hash_block_size() const noexcept { return hash_block_size_; }
   std::uint32_t scheduler_block_size() const noexcept { return scheduler_block_size_; }
-  /// More than one group, or a group other than full attention: the pool
-  /// keeps one null page, never allocated, hashed, freed or counted.
+  /// More than one group, or a group other than plain full attention (a
+  /// quantized one, one with its own V head size): the pool keeps one null
+  /// page, never allocated, hashed, freed or counted.
   bool has_null_page() const noexcept { return null_page_; }
   /// "full_attention bs16 x32 layers 131072 B; sliding_window(W=128) ... ; hash 16, scheduler 16"
   std::string describe() const;

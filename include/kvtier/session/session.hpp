@@ -87,6 +87,12 @@ class Session {
   /// ContractError for an owner the manager does not know.
   memory::DeviceBlockTables block_tables(std::span<const g1::OwnerId> owners, memory::Stream& stream,
                                          std::span<const std::int32_t> seq_lens = {}, std::uint32_t columns = 0);
+  /// KV cache group `group`'s pages in this session's pool as the group
+  /// kernels address them (memory::GroupKvWrite, GroupAttentionDecode):
+  /// its format, layers and the pool's page as the stride. ContractError on a
+  /// manager without groups, for a group it does not have, or when the pool's
+  /// pages in memory are smaller than the group's (group_page_bytes).
+  kernels::GroupPages group_pages(std::size_t group) const;
   /// The session's stream for work a front door enqueues on the pages
   /// (paged attention, block tables) when the caller brings none.
   memory::Stream& compute_stream();
