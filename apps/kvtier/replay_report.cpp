@@ -50,8 +50,12 @@ std::string group_lines(const nlohmann::ordered_json& j) {
   for (const auto& g : j["groups"]) {
     out << "group " << i++ << ":       " << g["kind"].get<std::string>() << " (block " << g["block_size"]
         << "): " << g["hit_pages"] << " pages hit, " << g["stored_blocks"] << " blocks cached, " << g["removed_blocks"]
-        << " evicted; " << g["pages_written"] << " pages written, " << g["pages_verified"] << " hit pages verified, "
-        << g["mismatches"] << " mismatches\n";
+        << " evicted; " << g["pages_written"] << " pages written (" << g["check"].get<std::string>() << "), "
+        << g["pages_verified"] << " hit pages verified, " << g["mismatches"] << " mismatches";
+    if (g["check"] == "kv") {
+      out << "; attention " << g["attention_sequences"] << " sequences, " << g["attention_mismatches"] << " mismatches";
+    }
+    out << "\n";
   }
   return out.str();
 }
@@ -174,7 +178,10 @@ nlohmann::ordered_json report_json(const replay::ReplayReport& r, const replay::
                         {"removed_blocks", g.removed_blocks},
                         {"pages_written", g.pages_written},
                         {"pages_verified", g.pages_verified},
-                        {"mismatches", g.mismatches}});
+                        {"mismatches", g.mismatches},
+                        {"check", g.check},
+                        {"attention_sequences", g.attention_sequences},
+                        {"attention_mismatches", g.attention_mismatches}});
     }
     out["groups"] = std::move(groups);
   }

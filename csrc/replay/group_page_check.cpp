@@ -22,7 +22,15 @@ GroupPageCheck::GroupPageCheck(const g1::G1Manager& manager, memory::KvPool& poo
                  "a group page check needs a manager with groups");
   for (const ResolvedGroup& group : manager.geometry()->groups()) {
     counts_.push_back(GroupReplayCounts{.kind = group_kind_name(group.spec.kind), .block_size = group.spec.block_size});
+    const auto pages = check_pages(group, pool.layout().page_bytes(), pool.capacity());
+    kv_fills_.push_back(pages ? std::make_unique<GroupKvFill>(pool, *pages) : nullptr);
+    if (pages) counts_.back().check = "kv";
   }
+}
+
+void GroupPageCheck::count_attention(std::size_t group, std::size_t sequences, std::size_t mismatches) {
+  counts_.at(group).attention_sequences += sequences;
+  counts_.at(group).attention_mismatches += mismatches;
 }
 
 std::size_t GroupPageCheck::write(g1::OwnerId owner, const ActiveSequence& sequence, std::size_t from, std::size_t to) {
@@ -31,11 +39,34 @@ std::size_t GroupPageCheck::write(g1::OwnerId owner, const ActiveSequence& seque
   for (std::size_t g = 0; g < counts_.size(); ++g) {
     const std::size_t bs = counts_[g].block_size;
     const g1::GroupPatterns patterns = manager_->group_patterns(owner, sequence, g, from / bs, (to + bs - 1) / bs);
-    pool_->fill_pattern(patterns.pages, patterns.identities);
+    if (kv_fills_[g]) {
+      fill_kv(*kv_fills_[g], owner, sequence, g, from, to);
+    } else {
+      pool_->fill_pattern(patterns.pages, patterns.identities);
+    }
     counts_[g].pages_written += patterns.pages.size();
     written += patterns.pages.size();
   }
   return written;
+}
+
+void GroupPageCheck::fill_kv(GroupKvFill& fill, g1::OwnerId owner, const ActiveSequence& sequence, std::size_t group,
+                             std::size_t from, std::size_t to) {
+  // A block completed by `to` takes its hash's identity: all its slots are
+  // rewritten at once. A block still partial keeps its owner's identity, so
+  // only its new slots need their K/V (the rest were written with it).
+  const std::size_t bs = counts_[group].block_size;
+  const std::size_t first_block = from / bs;
+  const std::size_t end_block = (to + bs - 1) / bs;
+  const std::size_t complete_end = std::max(first_block, to / bs);
+  const g1::GroupPatterns complete = manager_->group_patterns(owner, sequence, group, first_block, complete_end);
+  fill.fill(complete.pages, complete.identities);
+  if (complete_end < end_block) {
+    const g1::GroupPatterns partial = manager_->group_patterns(owner, sequence, group, complete_end, end_block);
+    const std::size_t start = std::max(from, complete_end * bs) - complete_end * bs;
+    fill.fill(partial.pages, partial.identities, static_cast<std::uint32_t>(start),
+              static_cast<std::uint32_t>(to - complete_end * bs));
+  }
 }
 
 std::vector<PageId> GroupPageCheck::verify(g1::OwnerId owner, const ActiveSequence& sequence, std::size_t hit_tokens,
@@ -52,7 +83,9 @@ std::vector<PageId> GroupPageCheck::verify(g1::OwnerId owner, const ActiveSequen
       checked.pages.push_back(all.pages[i]);
       checked.identities.push_back(all.identities[i]);
     }
-    const std::vector<PageId> mismatched = pool_->find_pattern_mismatches(checked.pages, checked.identities);
+    const std::vector<PageId> mismatched = kv_fills_[g]
+                                               ? kv_fills_[g]->mismatches(checked.pages, checked.identities)
+                                               : pool_->find_pattern_mismatches(checked.pages, checked.identities);
     counts_[g].pages_verified += checked.pages.size();
     counts_[g].mismatches += mismatched.size();
     bad.insert(bad.end(), mismatched.begin(), mismatched.end());

@@ -11,6 +11,7 @@
 #include "kvtier/core/page_pattern.hpp"
 #include "kvtier/driver/request_driver.hpp"
 #include "kvtier/replay/attention_check.hpp"
+#include "kvtier/replay/group_attention_check.hpp"
 #include "kvtier/replay/prefill_chunk.hpp"
 #include "kvtier/replay/tier_report.hpp"
 #include "kvtier/replay/token_kv_writer.hpp"
@@ -95,6 +96,13 @@ class Replay {
     writer_ = std::make_unique<TokenKvWriter>(session_->pool(), config.token_budget);
     if (grouped_) {
       group_check_ = std::make_unique<GroupPageCheck>(*manager_, session_->pool(), group_events_);
+      if (config.attention_check_every > 0 && config.attention_check_sequences > 0) {
+        for (std::size_t g = 0; g < manager_->group_count(); ++g) {
+          if (const GroupKvFill* fill = group_check_->kv_fill(g)) {
+            group_attention_.push_back({g, std::make_unique<GroupAttentionCheck>(*session_, g, *fill)});
+          }
+        }
+      }
     } else if (config.attention_check_every > 0 && config.attention_check_sequences > 0) {
       attention_ = std::make_unique<AttentionCheck>(*session_, config.attention_check_sequences);
     }
@@ -124,6 +132,7 @@ class Replay {
     step();
     writer_->flush();  // the step's forward pass has run
     if (attention_ && report_.steps % config_.attention_check_every == 0) check_attention();
+    if (!group_attention_.empty() && report_.steps % config_.attention_check_every == 0) check_group_attention();
     if (config_.step_end) config_.step_end();
     if (config_.observe_metrics) {
       const std::chrono::duration<double> took = std::chrono::steady_clock::now() - step_start;
@@ -473,6 +482,31 @@ class Replay {
     report_.attention_mismatches += bad.size();
   }
 
+  /// The next decode token's attention in every attention group, over some
+  /// running requests (taken in turn), through the groups' real tables.
+  void check_group_attention() {
+    std::vector<GroupAttentionCheck::Sequence> sequences;
+    for (std::size_t n = 0; n < running_.size() && sequences.size() < config_.attention_check_sequences; ++n) {
+      const Request& r = running_[(report_.attention_checks + n) % running_.size()];
+      const std::size_t written = r.prefilled ? r.sequence.len() : r.computed;
+      if (written > 0) {
+        sequences.push_back({.owner = r.owner, .sequence = &r.sequence, .length = written, .decoding = r.prefilled});
+      }
+    }
+    if (sequences.empty()) return;
+    std::size_t checked = 0;
+    for (auto& [group, check] : group_attention_) {
+      const std::uint32_t layers = group_check_->kv_fill(group)->pages().layers;
+      const auto outcome = check->run(sequences, static_cast<std::uint32_t>(report_.attention_checks % layers),
+                                      config_.seed ^ report_.steps ^ group);
+      group_check_->count_attention(group, outcome.checked, outcome.mismatched.size());
+      report_.attention_sequences += outcome.checked;
+      report_.attention_mismatches += outcome.mismatched.size();
+      checked += outcome.checked;
+    }
+    if (checked > 0) ++report_.attention_checks;
+  }
+
   /// The first `hits` blocks were reused: their pages must hold their tokens' K/V.
   void verify_reused(const Request& r, std::size_t hits) {
     if (config_.verify == VerifyMode::Off || hits == 0) return;
@@ -506,10 +540,12 @@ class Replay {
   std::vector<std::size_t> trace_index_;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   std::unique_ptr<session::Session> session_;
-  g1::G1Manager* manager_;                           // the session's
-  offload::OffloadEngine* engine_;                   // the session's G2 tier, or nullptr
-  std::unique_ptr<TokenKvWriter> writer_;            // writes the session's pages: declared after it
-  std::unique_ptr<AttentionCheck> attention_;        // reads them; null when off
+  g1::G1Manager* manager_;                     // the session's
+  offload::OffloadEngine* engine_;             // the session's G2 tier, or nullptr
+  std::unique_ptr<TokenKvWriter> writer_;      // writes the session's pages: declared after it
+  std::unique_ptr<AttentionCheck> attention_;  // reads them; null when off
+  /// A manager with groups: each attention group's check (the groups with K/V fills).
+  std::vector<std::pair<std::size_t, std::unique_ptr<GroupAttentionCheck>>> group_attention_;
   std::shared_ptr<GroupEventCounter> group_events_;  // a manager with groups: its events per group
   std::unique_ptr<GroupPageCheck> group_check_;      // a manager with groups: its pages' patterns
   bool grouped_ = false;                             // the manager has KV cache groups

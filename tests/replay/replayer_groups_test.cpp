@@ -135,5 +135,73 @@ TEST(GroupPageCheck, AFlippedByteInACachedPageIsReported) {
   EXPECT_EQ(check.counts()[0].mismatches, 1U);
 }
 
+TEST(GroupPageCheck, AnAttentionGroupsPagesHoldKvInItsFormatAndAFlippedByteIsReported) {
+  memory::HostRuntime runtime;
+  g1::G1Manager manager(hybrid(64).session.manager);
+  // 4096-byte pages hold both groups' K/V (1 layer, 1 head of 8, bf16, 16 tokens: 512 bytes).
+  memory::KvPool pool(
+      runtime,
+      KvLayout(KvGeometry{.layers = 1, .kv_heads = 1, .head_dim = 1024, .dtype = KvDtype::Fp8, .tokens_per_block = 2},
+               PageLayout::PageMajor, 64));
+  GroupPageCheck check(manager, pool, std::make_shared<GroupEventCounter>(2));
+  ASSERT_NE(check.kv_fill(0), nullptr);
+  EXPECT_EQ(check.counts()[1].check, "kv");
+  std::vector<TokenId> prompt(64);
+  for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<TokenId>(i + 7);
+  ActiveSequence sequence(prompt, ActiveSequenceConfig{.block_size = 16});
+  const g1::OwnerId owner(1);
+  ASSERT_TRUE(manager.allocate_slots(owner, sequence, 64).is_ready());
+  check.write(owner, sequence, 0, 40);   // blocks 0-1 complete, block 2 partial
+  check.write(owner, sequence, 40, 64);  // block 2 completes: all its slots rewritten under its hash
+  EXPECT_TRUE(check.verify(owner, sequence, 64, 1).empty());
+  const PageId victim = manager.block_table(owner, 1)[2];
+  std::byte* byte = pool.chunk_address(victim, 0) + 100;
+  *byte = ~*byte;
+  const auto bad = check.verify(owner, sequence, 64, 1);
+  ASSERT_EQ(bad.size(), 1U);
+  EXPECT_EQ(bad.front(), victim);
+}
+
+/// Decoding requests under the attention check every step.
+ReplayReport attended(std::vector<GroupSpec> groups, std::uint64_t requests = 4, std::size_t output = 40) {
+  memory::HostRuntime runtime;
+  ReplayConfig config;
+  config.session.manager = g1::G1ManagerConfig{.capacity = 256, .block_size = 16, .groups = std::move(groups)};
+  config.session.group_page_bytes = 4096;
+  config.verify = VerifyMode::Full;
+  config.attention_check_every = 1;
+  config.attention_check_sequences = 4;
+  config.token_budget = 256;
+  std::vector<TraceRequest> trace;
+  for (std::uint64_t r = 0; r < requests; ++r) trace.push_back(request(10.0 * double(r), {1, 20 + r}, output));
+  return replay(runtime, config, trace);
+}
+
+TEST(GroupedReplay, EveryAttentionGroupChecksTheNextTokensAttentionThroughItsTable) {
+  const ReplayReport report = attended({attention(GroupKind::FullAttention), attention(GroupKind::SlidingWindow, 32)});
+  ASSERT_EQ(report.groups.size(), 2U);
+  for (const GroupReplayCounts& g : report.groups) {
+    EXPECT_EQ(g.check, "kv");
+    EXPECT_GT(g.attention_sequences, 0U) << g.kind;
+    EXPECT_EQ(g.attention_mismatches, 0U) << g.kind;
+  }
+  EXPECT_GT(report.attention_checks, 0U);
+  EXPECT_EQ(report.attention_mismatches + report.mismatches, 0U);
+  EXPECT_GT(report.pages_verified, 0U);
+}
+
+TEST(GroupedReplay, MlaAndQuantizedChunkedGroupsAttendThroughTheirFormats) {
+  GroupSpec mla{.kind = GroupKind::MlaAttention, .latent_dim = 128, .rope_dim = 16, .quant = KvQuant::Fp8DsMla};
+  GroupSpec chunked = attention(GroupKind::ChunkedLocalAttention);
+  chunked.attention_chunk_size = 64;
+  chunked.head_dim = 16;
+  chunked.quant = KvQuant::Nvfp4;
+  const ReplayReport report = attended({mla, chunked}, 2, 12);
+  ASSERT_EQ(report.groups.size(), 2U);
+  EXPECT_GT(report.groups[0].attention_sequences, 0U);
+  EXPECT_GT(report.groups[1].attention_sequences, 0U);
+  EXPECT_EQ(report.attention_mismatches + report.mismatches, 0U);
+}
+
 }  // namespace
 }  // namespace kvtier::replay

@@ -1,7 +1,8 @@
 #pragma once
 // The replay's byte checks on a manager with KV cache groups: every page a
 // group's table holds for the tokens a step computed gets the pattern of the
-// block it backs (G1Manager::group_patterns: a complete block's hash in that
+// block it backs — K/V in the group's page format for an attention group
+// (GroupKvFill), the page pattern for a Mamba state — (G1Manager::group_patterns: a complete block's hash in that
 // group, so requests that share it by prefix hit read the same bytes), and
 // every page a request takes as a prefix hit is read back against the
 // pattern its block must hold. Counts per group, with the group's cached
@@ -16,6 +17,7 @@
 #include "kvtier/core/kv_event_sink.hpp"
 #include "kvtier/g1/g1_manager.hpp"
 #include "kvtier/memory/kv_pool.hpp"
+#include "kvtier/replay/group_kv_fill.hpp"
 
 namespace kvtier::replay {
 
@@ -29,6 +31,11 @@ struct GroupReplayCounts {
   std::uint64_t pages_written = 0;
   std::uint64_t pages_verified = 0;
   std::uint64_t mismatches = 0;
+  /// "kv": pages hold K/V in the group's page format (its own, or one small
+  /// head of it when the pages in memory are smaller); "pattern": the page pattern.
+  std::string check = "pattern";
+  std::uint64_t attention_sequences = 0;  // decode attention checks over the group's pages
+  std::uint64_t attention_mismatches = 0;
 };
 
 /// Counts each group's Stored and Removed blocks (events carry the group).
@@ -61,14 +68,23 @@ class GroupPageCheck {
                              std::size_t sample_every);
 
   std::size_t pages_verified() const noexcept;
+  /// The K/V fill of group `group`; null for a group checked by the page pattern.
+  const GroupKvFill* kv_fill(std::size_t group) const noexcept { return kv_fills_[group].get(); }
+  /// Adds one decode attention check's outcome to group `group`'s counts.
+  void count_attention(std::size_t group, std::size_t sequences, std::size_t mismatches);
   /// Per group, with the manager's hit pages and the events' counts now.
   std::vector<GroupReplayCounts> counts() const;
 
  private:
+  /// Tokens [from, to) of `group`'s table get their K/V (GroupKvFill).
+  void fill_kv(GroupKvFill& fill, g1::OwnerId owner, const ActiveSequence& sequence, std::size_t group,
+               std::size_t from, std::size_t to);
+
   const g1::G1Manager* manager_;
   memory::KvPool* pool_;
   std::shared_ptr<GroupEventCounter> events_;
   std::vector<GroupReplayCounts> counts_;
+  std::vector<std::unique_ptr<GroupKvFill>> kv_fills_;  // by group
 };
 
 }  // namespace kvtier::replay
