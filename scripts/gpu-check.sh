@@ -144,8 +144,15 @@ if ! $no_gpu; then
   # A real model's KV cache groups on device memory, its real 576 KiB pages, beside --no-hybrid (issue 32).
   trace=../shared/traces/mooncake_synthetic_trace.jsonl
   [[ -n $prebuilt && -f $prebuilt/mooncake_synthetic_trace.jsonl ]] && trace=$prebuilt/mooncake_synthetic_trace.jsonl
-  step "replay --model (cuda)" 120 "$out/replay.log" "$bin/kvtier" replay --device cuda --model gpt-oss-120b \
-    --gpu-memory-gb 8 --check-page-bytes 0 --trace "$trace" --max-requests 400 --time-scale 0
+  # The model's real pages: every K/V byte is synthesized on the host, so few requests.
+  step "replay --model (cuda)" 150 "$out/replay.log" "$bin/kvtier" replay --device cuda --model gpt-oss-120b \
+    --gpu-memory-gb 8 --check-page-bytes 0 --trace "$trace" --max-requests 20 --time-scale 0 --no-compare
+  # Quantized and MLA page formats through the CUDA group kernels (one small head a page).
+  step "replay --model nvfp4 (cuda)" 90 "$out/replay.log" "$bin/kvtier" replay --device cuda --model gpt-oss-120b \
+    --kv-cache-dtype nvfp4 --trace "$trace" --max-requests 200 --time-scale 0 --no-compare --attention-every 4
+  step "replay --model fp8_ds_mla (cuda)" 90 "$out/replay.log" "$bin/kvtier" replay --device cuda \
+    --model deepseek-v3 --kv-cache-dtype fp8_ds_mla --trace "$trace" --max-requests 200 --time-scale 0 \
+    --attention-every 4
   # Swap bandwidth of the offload tier per copy path, each next to the link's ceiling (issues #8, #9).
   step "kvtier bench swap" 120 "$out/bench.log" "$bin/kvtier" bench swap --device cuda \
     --paths batched,staged,per_page,engine --iterations 5 --csv "$out/swap-bench.csv"
@@ -188,7 +195,7 @@ fi
 $no_gpu || grep -E 'tests passed|tests failed|^\[  (PASSED|FAILED) \]' "$out/ctest-gpu.log" | tail -3 | tee -a "$summary"
 $no_gpu || grep -E '^BM_.*_(median)' "$out/bench.log" | tee -a "$summary"
 $no_gpu || grep -E ' (out|in) +(batched|staged) ' "$out/bench.log" | tee -a "$summary"
-$no_gpu || grep -E '^(prefix hits|offload|integrity|concurrency|group [0-9]):|^hybrid /' "$out/replay.log" | tee -a "$summary"
+$no_gpu || grep -E '^(prefix hits|offload|integrity|attention|concurrency|group [0-9]):|^hybrid /' "$out/replay.log" | tee -a "$summary"
 $no_gpu || grep -E '(passed|failed)' "$out/python-gpu.log" | tail -1 | tee -a "$summary"
 echo "gpu-check: $( ((failed == 0)) && echo PASSED || echo FAILED) in $(($(date +%s) - began)) s" | tee -a "$summary"
 exit "$failed"

@@ -110,19 +110,36 @@ TEST(GroupedReplay, TheSameBytesAsTwoGroupsHoldMoreRequestsThanAsOneFullAttentio
   EXPECT_LT(hybrid_report.virtual_ms, single_report.virtual_ms);
 }
 
-TEST(GroupPageCheck, AFlippedByteInACachedPageIsReported) {
+/// A hybrid manager of 64 pages over a pool of `page_bytes`-byte pages, one request of 64 tokens allocated.
+struct CheckedPool {
+  explicit CheckedPool(std::uint32_t page_bytes)
+      : manager(hybrid(64).session.manager),
+        pool(runtime, KvLayout(KvGeometry{.layers = 1,
+                                          .kv_heads = 1,
+                                          .head_dim = page_bytes / 4,
+                                          .dtype = KvDtype::Fp8,
+                                          .tokens_per_block = 2},
+                               PageLayout::PageMajor, 64)),
+        check(manager, pool, std::make_shared<GroupEventCounter>(2)),
+        sequence(prompt(), ActiveSequenceConfig{.block_size = 16}) {
+    EXPECT_TRUE(manager.allocate_slots(owner, sequence, 64).is_ready());
+  }
+  static std::vector<TokenId> prompt() {
+    std::vector<TokenId> tokens(64);
+    for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<TokenId>(i + 7);
+    return tokens;
+  }
   memory::HostRuntime runtime;
-  g1::G1Manager manager(hybrid(64).session.manager);
-  memory::KvPool pool(
-      runtime,
-      KvLayout(KvGeometry{.layers = 1, .kv_heads = 1, .head_dim = 16, .dtype = KvDtype::Fp8, .tokens_per_block = 2},
-               PageLayout::PageMajor, 64));
-  GroupPageCheck check(manager, pool, std::make_shared<GroupEventCounter>(2));
-  std::vector<TokenId> prompt(64);
-  for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<TokenId>(i + 7);
-  ActiveSequence sequence(prompt, ActiveSequenceConfig{.block_size = 16});
-  const g1::OwnerId owner(1);
-  ASSERT_TRUE(manager.allocate_slots(owner, sequence, 64).is_ready());
+  g1::G1Manager manager;
+  memory::KvPool pool;
+  GroupPageCheck check;
+  ActiveSequence sequence;
+  const g1::OwnerId owner{1};
+};
+
+TEST(GroupPageCheck, AFlippedByteInACachedPageIsReported) {
+  CheckedPool p(64);  // too small for K/V: the page pattern
+  auto& [runtime, manager, pool, check, sequence, owner] = p;
   // Nothing computed yet, nothing skipped: the window group holds all 4 blocks too.
   EXPECT_EQ(check.write(owner, sequence, 0, 64), 4U + 4U);
   EXPECT_TRUE(check.verify(owner, sequence, 64, 1).empty());
@@ -136,21 +153,11 @@ TEST(GroupPageCheck, AFlippedByteInACachedPageIsReported) {
 }
 
 TEST(GroupPageCheck, AnAttentionGroupsPagesHoldKvInItsFormatAndAFlippedByteIsReported) {
-  memory::HostRuntime runtime;
-  g1::G1Manager manager(hybrid(64).session.manager);
   // 4096-byte pages hold both groups' K/V (1 layer, 1 head of 8, bf16, 16 tokens: 512 bytes).
-  memory::KvPool pool(
-      runtime,
-      KvLayout(KvGeometry{.layers = 1, .kv_heads = 1, .head_dim = 1024, .dtype = KvDtype::Fp8, .tokens_per_block = 2},
-               PageLayout::PageMajor, 64));
-  GroupPageCheck check(manager, pool, std::make_shared<GroupEventCounter>(2));
+  CheckedPool p(4096);
+  auto& [runtime, manager, pool, check, sequence, owner] = p;
   ASSERT_NE(check.kv_fill(0), nullptr);
   EXPECT_EQ(check.counts()[1].check, "kv");
-  std::vector<TokenId> prompt(64);
-  for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<TokenId>(i + 7);
-  ActiveSequence sequence(prompt, ActiveSequenceConfig{.block_size = 16});
-  const g1::OwnerId owner(1);
-  ASSERT_TRUE(manager.allocate_slots(owner, sequence, 64).is_ready());
   check.write(owner, sequence, 0, 40);   // blocks 0-1 complete, block 2 partial
   check.write(owner, sequence, 40, 64);  // block 2 completes: all its slots rewritten under its hash
   EXPECT_TRUE(check.verify(owner, sequence, 64, 1).empty());
