@@ -32,7 +32,8 @@ std::optional<kernels::GroupPages> check_pages(const ResolvedGroup& group, std::
     f.head_dim = kSmallWidth;
     f.head_dim_v = kSmallWidth;
   } else {
-    f.latent_dim = kDsMlaTile;
+    // fp8_ds_mla scales tiles of 128; the other latents take two small heads' width.
+    f.latent_dim = f.quant == KvQuant::Fp8DsMla ? kDsMlaTile : 2 * kSmallWidth;
     f.rope_dim = std::min(f.rope_dim, kSmallWidth);
   }
   if (pages.group_page_bytes() <= memory_page_bytes) return pages;

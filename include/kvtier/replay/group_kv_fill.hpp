@@ -20,8 +20,9 @@ namespace kvtier::replay {
 
 /// The format the replay checks a group's pages in: the group's own when its
 /// layers fit the pool's pages in memory (`memory_page_bytes`), else one layer
-/// of one small head (16 wide; an MLA latent of 128 + 16) in the group's
-/// quantization when that fits; none for a Mamba state or when nothing fits.
+/// of one small head (16 wide; an MLA latent of 32 + 16, 128 + 16 for
+/// fp8_ds_mla's tiles) in the group's quantization when that fits; none for a
+/// Mamba state or when nothing fits.
 std::optional<kernels::GroupPages> check_pages(const ResolvedGroup& group, std::uint64_t memory_page_bytes,
                                                std::uint32_t capacity);
 
