@@ -103,7 +103,9 @@ TEST(PagePrecision, GroupsOfOnePrecisionZeroNothing) {
   for (std::size_t i = 0; i < r.after.size(); ++i) {
     const bool reused =
         std::any_of(r.before.begin(), r.before.end(), [&](const PageOwner& p) { return p.page == r.after[i].page; });
-    if (reused) EXPECT_FALSE(r.zeroed[i]) << "page " << r.after[i].page.value();
+    if (reused) {
+      EXPECT_FALSE(r.zeroed[i]) << "page " << r.after[i].page.value();
+    }
   }
 }
 
