@@ -13,8 +13,8 @@ namespace kvtier::model {
 /// A non-empty list of `{"kind", "layers" (1), "block_size" (0: the
 /// manager's), "sliding_window", "attention_chunk_size", "mamba_mode"
 /// ("none"), "layout"}`; a K/V group's layout fields default to
-/// `manager_layout`'s. ConfigError naming the group and the field otherwise
-/// (quantized K/V and MLA formats other than plain come with part 2).
+/// `manager_layout`'s; `quant` (K/V) and `format` (MLA) name the page format
+/// (docs/page-formats.md). ConfigError naming the group and the field otherwise.
 std::vector<GroupSpec> parse_group_specs(const nlohmann::json& list, const KvGeometry& manager_layout);
 
 /// `groups` ({"kind", "block_size", "page_bytes", "padded_page_bytes"} each),

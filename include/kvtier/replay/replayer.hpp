@@ -178,9 +178,10 @@ struct ReplayReport {
 /// A manager with KV cache groups (session.manager.groups) is driven by
 /// requests through its groups' tables: sequences hashed at its hash unit
 /// (any size: the trace's tokens do not depend on it), every computed block's
-/// pages written and every hit's pages checked per group (GroupPageCheck),
-/// Mamba states stepped; the attention check is not run on it (windowed
-/// attention kernels come with model geometry part 2).
+/// pages written and every hit's pages checked per group (GroupPageCheck: K/V
+/// in an attention group's page format, the page pattern for a Mamba state),
+/// Mamba states stepped, and the attention check run on every attention group
+/// that holds K/V (GroupAttentionCheck).
 ReplayReport replay(memory::Runtime& runtime, const ReplayConfig& config, const std::vector<TraceRequest>& requests);
 
 /// The replay of config.instances kvtier instances in one process, each its
