@@ -23,6 +23,15 @@ struct KvtierDomain {
 };
 using ScopedRange = nvtx3::scoped_range_in<KvtierDomain>;
 
+/// The device address of mapped pinned host memory (kernels read a write's
+/// inputs there); null stays null.
+template <class T>
+const T* mapped(const T* host) {
+  void* device = nullptr;
+  if (host != nullptr) KVTIER_CUDA_CHECK(cudaHostGetDevicePointer(&device, const_cast<T*>(host), 0));
+  return static_cast<const T*>(device);
+}
+
 /// Destructors must not throw: report a failed release and carry on.
 void report_release_failure(cudaError_t status, const char* call) noexcept {
   if (status != cudaSuccess) std::cerr << "kvtier: " << call << " failed with " << cudaGetErrorName(status) << '\n';
@@ -210,15 +219,8 @@ class CudaStream final : public detail::StreamBackend {
     ScopedRange range{"kvtier.write_kv_async"};
     DeviceScope scope(device_);
     // K, V and slots are read by the kernel through their mapped addresses.
-    const auto mapped = [](const void* host) {
-      void* device = nullptr;
-      KVTIER_CUDA_CHECK(cudaHostGetDevicePointer(&device, const_cast<void*>(host), 0));
-      return device;
-    };
-    KVTIER_CUDA_CHECK(kernels::launch_write_kv(write.slab, *write.layout, write.layer,
-                                               static_cast<const float*>(mapped(write.key)),
-                                               static_cast<const float*>(mapped(write.value)), write.tokens,
-                                               static_cast<const std::int64_t*>(mapped(write.slots)), stream_));
+    KVTIER_CUDA_CHECK(kernels::launch_write_kv(write.slab, *write.layout, write.layer, mapped(write.key),
+                                               mapped(write.value), write.tokens, mapped(write.slots), stream_));
   }
 
   void paged_attention_async(const AttentionDecode& step) override {
@@ -235,14 +237,7 @@ class CudaStream final : public detail::StreamBackend {
     ScopedRange range{"kvtier.write_group_kv_async"};
     DeviceScope scope(device_);
     // The tokens' values and slots are read by the kernel through their mapped addresses.
-    const auto mapped = [](const float* host) {
-      void* device = nullptr;
-      if (host != nullptr) KVTIER_CUDA_CHECK(cudaHostGetDevicePointer(&device, const_cast<float*>(host), 0));
-      return static_cast<const float*>(device);
-    };
-    void* slots_device = nullptr;
-    KVTIER_CUDA_CHECK(cudaHostGetDevicePointer(&slots_device, const_cast<std::int64_t*>(write.slots), 0));
-    const auto* slots = static_cast<const std::int64_t*>(slots_device);
+    const std::int64_t* slots = mapped(write.slots);
     if (write.pages.format.content == PageContent::MlaLatent) {
       KVTIER_CUDA_CHECK(kernels::launch_write_mla(write.slab, write.pages, write.layer, mapped(write.first),
                                                   mapped(write.second), write.tokens, slots, write.scales, stream_));
