@@ -4,8 +4,11 @@
 #include <numeric>
 #include <sstream>
 
+#include <xxhash.h>
+
 #include "kvtier/core/checked_arithmetic.hpp"
 #include "kvtier/core/errors.hpp"
+#include "kvtier/core/expects.hpp"
 
 namespace kvtier {
 namespace {
@@ -200,6 +203,21 @@ ModelGeometry ModelGeometry::resolve(std::vector<GroupSpec> groups, std::uint32_
   const bool plain = first.quant == KvQuant::None && (first.head_dim_v == 0 || first.head_dim_v == first.head_dim);
   out.null_page_ = out.groups_.size() > 1 || first.kind != GroupKind::FullAttention || !plain;
   return out;
+}
+
+std::uint64_t ModelGeometry::block_fingerprint(std::size_t group) const {
+  KVTIER_EXPECTS(group < groups_.size(), "group ", group, " is not one of the ", groups_.size(), " groups");
+  const GroupSpec& spec = groups_[group].spec;
+  const std::uint64_t fields[] = {1,  // the fingerprint's own version
+                                  group,
+                                  static_cast<std::uint64_t>(spec.kind),
+                                  spec.block_size,
+                                  spec.layers,
+                                  spec.sliding_window,
+                                  spec.attention_chunk_size,
+                                  groups_[group].padded_page_bytes,
+                                  groups_[group].format().fingerprint()};
+  return XXH3_64bits(fields, sizeof(fields));
 }
 
 std::string ModelGeometry::describe() const {

@@ -150,9 +150,34 @@ g1::G1Acquire RequestDriver::allocate_collecting(g1::OwnerId owner, ActiveSequen
   }
 }
 
+SwapInOutcome RequestDriver::swap_in_groups(const ActiveSequence& sequence, std::size_t prompt_tokens) {
+  SwapInOutcome outcome;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const g1::GroupSwapInPlan plan = manager_->group_swap_in_plan(sequence, prompt_tokens);
+    ++outcome.manager_calls;
+    if (plan.fetch.empty()) return outcome;
+    auto pins = manager_->try_pin_g1_prefix(plan.pin);
+    if (!pins) return outcome;
+    const g1::SwapInStart start = manager_->try_batch_swap_in(plan.fetch, pins);
+    outcome.manager_calls += 2;
+    if (start.status == g1::SwapInStatus::BlockedOnG1Offload) {
+      manager_->collect_offloads(true);
+      continue;
+    }
+    if (start.status != g1::SwapInStatus::Scheduled) return outcome;
+    outcome.registered = manager_->register_completed_swap_in(start.swap_in_id).registered;
+    outcome.from_lower = std::min(start.from_lower, outcome.registered);
+    outcome.from_external = std::min(start.from_external, outcome.from_lower);
+    ++outcome.manager_calls;
+    return outcome;
+  }
+  return outcome;
+}
+
 SwapInOutcome RequestDriver::swap_in_prefix(const ActiveSequence& sequence, std::size_t prompt_tokens) {
   SwapInOutcome outcome;
   if (!manager_->has_offload_engine()) return outcome;
+  if (manager_->has_groups()) return swap_in_groups(sequence, prompt_tokens);
   const std::size_t block_size = manager_->block_size();
   const std::size_t full = std::min(prompt_tokens / block_size, sequence.full_block_count());
   const std::vector<PositionalLineageHash> keys = manager_->tier_keys(sequence, full);

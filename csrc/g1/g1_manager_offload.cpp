@@ -3,6 +3,7 @@
 #include <string>
 
 #include "g1/common/block_manager.hpp"
+#include "g1/native/groups/grouped_backend.hpp"
 #include "kvtier/core/errors.hpp"
 #include "kvtier/core/expects.hpp"
 #include "kvtier/g1/g1_manager.hpp"
@@ -24,7 +25,18 @@ const char* swap_in_status_name(SwapInStatus status) noexcept {
 void G1Manager::attach_offload_engine(std::shared_ptr<OffloadTier> engine) {
   KVTIER_EXPECTS(engine, "attach_offload_engine needs an engine");
   KVTIER_EXPECTS(!tier_, "an offload engine is attached already");
-  engine->bind(*publisher_, config_.backend);  // refuses an engine bound to another manager
+  if (grouped_ != nullptr) {
+    // Each group's event fields and block fingerprint: the tier keeps (hash, group).
+    std::vector<KvEventGroup> groups;
+    std::vector<std::uint64_t> fingerprints;
+    for (std::size_t g = 0; g < geometry_->group_count(); ++g) {
+      groups.push_back(grouped_->event_group(g));
+      fingerprints.push_back(geometry_->block_fingerprint(g));
+    }
+    engine->bind_groups(*publisher_, std::move(groups), std::move(fingerprints));
+  } else {
+    engine->bind(*publisher_, config_.backend);  // refuses an engine bound to another manager
+  }
   backend_->attach_offload(engine.get());
   tier_ = std::move(engine);
 }
@@ -156,6 +168,13 @@ SwapInRegistration G1Manager::register_completed_swap_in(std::uint64_t swap_in_i
   }
   tier_->finish_swap_in(swap_in_id);
   return result;
+}
+
+GroupSwapInPlan G1Manager::group_swap_in_plan(const ActiveSequence& sequence, std::size_t prompt_tokens) const {
+  KVTIER_EXPECTS(grouped_ != nullptr, "group_swap_in_plan is for a manager with KV cache groups");
+  KVTIER_EXPECTS(prompt_tokens <= sequence.len(), "a prompt of ", prompt_tokens, " tokens; the sequence has ",
+                 sequence.len());
+  return grouped_->plan_swap_in(sequence, prompt_tokens);
 }
 
 std::vector<PositionalLineageHash> G1Manager::tier_keys(const ActiveSequence& sequence, std::size_t blocks) const {

@@ -40,7 +40,7 @@ using detail::tier_bench_block;
 /// reads them all back (verified) the same way; seconds of each.
 std::pair<double, double> time_store(tiers::disk::DiskStore& store, std::span<const std::byte> payload,
                                      std::uint64_t first, std::size_t blocks, std::size_t& verified_total) {
-  std::vector<SequenceHash> evicted;
+  std::vector<g1::TieredBlock> evicted;
   const auto start_write = Clock::now();
   for (std::size_t i = 0; i < blocks; ++i) {
     while (store.write(tier_bench_block(first + i), payload, evicted) == tiers::LowerTier::WriteStart::NoRoom) {

@@ -53,7 +53,7 @@ struct StoreTimes {
 StoreTimes time_store(tiers::shared::SharedStore& store, std::span<const std::byte> payload, std::size_t blocks,
                       std::size_t batch, std::size_t& verified) {
   StoreTimes t;
-  std::vector<SequenceHash> none;
+  std::vector<g1::TieredBlock> none;
   for (std::size_t first = 0; first < blocks; first += batch) {
     const std::size_t n = std::min(batch, blocks - first);
     const auto start = Clock::now();

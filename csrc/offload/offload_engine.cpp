@@ -105,7 +105,72 @@ void OffloadEngine::bind(KvEventPublisher& publisher, g1::G1Backend backend) {
 void OffloadEngine::publish_stored(StorageTier tier, const g1::TieredBlock& block) {
   KvStored stored{.parent = block.parent, .blocks = {{block.hash, block.local}}, .token_ids = std::nullopt};
   if (block.token_ids) stored.token_ids.emplace().append(*block.token_ids);
-  publisher_->publish_stored(tier, std::move(stored));
+  if (groups_.empty()) {
+    publisher_->publish_stored(tier, std::move(stored));
+  } else if (block.plh.high() < groups_.size()) {
+    publisher_->publish_stored(tier, std::move(stored), groups_[block.plh.high()]);
+  }
+}
+
+void OffloadEngine::publish_removed(StorageTier tier, std::vector<g1::TieredBlock> blocks) {
+  if (blocks.empty()) return;
+  if (groups_.empty()) {
+    KvRemoved removed;
+    for (const g1::TieredBlock& block : blocks) removed.hashes.push_back(block.hash);
+    publisher_->publish_removed(tier, std::move(removed));
+    return;
+  }
+  // One event per group, in the order each group's first block was removed.
+  std::vector<KvRemoved> by_group(groups_.size());
+  std::vector<std::size_t> order;
+  for (const g1::TieredBlock& block : blocks) {
+    const std::size_t g = block.plh.high();
+    if (g >= groups_.size()) continue;
+    if (by_group[g].hashes.empty()) order.push_back(g);
+    by_group[g].hashes.push_back(block.hash);
+  }
+  for (const std::size_t g : order) publisher_->publish_removed(tier, std::move(by_group[g]), groups_[g]);
+}
+
+void OffloadEngine::bind_groups(KvEventPublisher& publisher, std::vector<KvEventGroup> groups,
+                                std::vector<std::uint64_t> fingerprints) {
+  KVTIER_EXPECTS(publisher_ == nullptr, "the offload engine is attached to a manager already");
+  KVTIER_EXPECTS(!groups.empty() && groups.size() == fingerprints.size(),
+                 "bind_groups takes each group's event fields and block fingerprint");
+  groups_ = std::move(groups);
+  formats_ = tiers::BlockFormats(0, std::move(fingerprints));
+  bind(publisher, g1::G1Backend::Native);
+}
+
+std::vector<bool> OffloadEngine::holds(std::span<const PositionalLineageHash> plhs) {
+  std::vector<bool> held(plhs.size(), false);
+  std::vector<PositionalLineageHash> rest;
+  std::vector<std::size_t> rest_at;
+  for (std::size_t i = 0; i < plhs.size(); ++i) {
+    if (registry_.resident_page(plhs[i])) {
+      held[i] = true;
+    } else {
+      rest.push_back(plhs[i]);
+      rest_at.push_back(i);
+    }
+  }
+  for (const auto& lower : lowers_) {
+    if (rest.empty()) break;
+    const auto found = lower->lookup(rest);
+    std::vector<PositionalLineageHash> still;
+    std::vector<std::size_t> still_at;
+    for (std::size_t j = 0; j < rest.size(); ++j) {
+      if (found[j] && formats_.accepts(*found[j])) {
+        held[rest_at[j]] = true;
+      } else {
+        still.push_back(rest[j]);
+        still_at.push_back(rest_at[j]);
+      }
+    }
+    rest = std::move(still);
+    rest_at = std::move(still_at);
+  }
+  return held;
 }
 
 double OffloadEngine::now_ms() const {
@@ -168,17 +233,21 @@ void OffloadEngine::submit_staged(memory::Stream& stream, memory::KvPool& ring, 
 
 g1::SwapOutTicket OffloadEngine::swap_out(std::span<const g1::EvictedBlock> victims) {
   KVTIER_EXPECTS(publisher_ != nullptr, "the offload engine is not attached to a manager");
-  std::vector<SequenceHash> evicted;
+  std::vector<g1::TieredBlock> evicted;
   std::vector<PageId> sources;
   std::vector<G2Page> targets;
   for (const g1::EvictedBlock& victim : victims) {
+    if (!formats_.accepts(victim.block)) {
+      ++format_refusals_;  // not its key's group format: never stored, never served
+      continue;
+    }
     if (registry_.contains(victim.block.plh)) continue;  // presence filter: resident or landing already
     const auto page = reserve_page(victim.block, evicted);
     if (!page) continue;  // no room in G2: the block is simply gone
     sources.push_back(victim.page);
     targets.push_back(*page);
   }
-  publisher_->publish_removed(StorageTier::HostPinned, KvRemoved{std::move(evicted)});
+  publish_removed(StorageTier::HostPinned, std::move(evicted));
   g1::SwapOutTicket ticket;
   for (std::size_t first = 0; first < sources.size(); first += config_.batch_blocks) {
     const std::size_t last = std::min(sources.size(), first + config_.batch_blocks);
@@ -319,7 +388,7 @@ g1::SwapInCopy OffloadEngine::prepare_swap_in(std::span<const PositionalLineageH
   std::vector<bool> pinned;
   std::vector<std::size_t> lower_positions;
   std::vector<std::uint8_t> source_of;  // per position: the lower tier it is read from
-  std::vector<SequenceHash> evicted;
+  std::vector<g1::TieredBlock> evicted;
   // Each lower tier is asked once, for every block from the first it is
   // asked about (one round trip to a shared store), nearest tier first.
   std::vector<std::optional<std::size_t>> asked_from(lowers_.size());
@@ -334,12 +403,16 @@ g1::SwapInCopy OffloadEngine::prepare_swap_in(std::span<const PositionalLineageH
   for (std::size_t i = 0; i < plhs.size(); ++i) {
     const PositionalLineageHash& plh = plhs[i];
     if (const auto page = registry_.resident_page(plh)) {
+      if (!formats_.accepts(registry_.block(*page))) {
+        ++format_refusals_;  // never served into another group or format
+        break;
+      }
       if (config_.verify_swaps && checksum(*page) != registry_.checksum(*page)) {
         ++verify_failures_;
         if (!registry_.pinned(*page)) {  // another swap-in reading it keeps it until it ends
-          const SequenceHash hash = registry_.block(*page).hash;
+          g1::TieredBlock block = registry_.block(*page);
           registry_.drop(*page);
-          publisher_->publish_removed(StorageTier::HostPinned, KvRemoved{{hash}});
+          publish_removed(StorageTier::HostPinned, {std::move(block)});
         }
         break;  // the request recomputes from here
       }
@@ -365,6 +438,10 @@ g1::SwapInCopy OffloadEngine::prepare_swap_in(std::span<const PositionalLineageH
       if (block->has_value()) break;
     }
     if (tier == lowers_.size()) break;
+    if (!formats_.accepts(**block)) {
+      ++format_refusals_;
+      break;
+    }
     const auto page = reserve_page(**block, evicted);
     if (!page) break;
     lower_positions.push_back(sources.size());
@@ -374,7 +451,7 @@ g1::SwapInCopy OffloadEngine::prepare_swap_in(std::span<const PositionalLineageH
     pinned.push_back(false);  // pinned when its read lands
     copy.blocks.push_back(**block);
   }
-  if (!evicted.empty()) publisher_->publish_removed(StorageTier::HostPinned, KvRemoved{std::move(evicted)});
+  if (!evicted.empty()) publish_removed(StorageTier::HostPinned, std::move(evicted));
   if (sources.empty()) return copy;
   copy.transfer = next_transfer_++;
   copy.from_lower += lower_positions.size();
@@ -462,7 +539,8 @@ g1::TierStats OffloadEngine::stats() const {
                       .capacity = registry_.capacity(),
                       .in_flight = 0,
                       .verify_failures = verify_failures_,
-                      .failed_transfers = failed_transfers_};
+                      .failed_transfers = failed_transfers_,
+                      .format_refusals = format_refusals_};
   for (const auto& [id, transfer] : transfers_) {
     if (transfer.started && !transfer.reported)
       ++stats.in_flight;  // not yet applied by a poll, whatever its copy is doing now

@@ -53,7 +53,7 @@ void OffloadEngine::offer_to_lower(std::size_t tier, G2Page page, const g1::Tier
   tiers::LowerTier& lower = *lowers_[tier];
   LowerTierUsage& usage = lower_usages_[tier];
   const std::span<const std::byte> bytes(host_pool_.chunk_address(PageId(page.value()), 0), page_bytes());
-  std::vector<SequenceHash> removed;
+  std::vector<g1::TieredBlock> removed;
   switch (lower.write(block, bytes, removed)) {
     case tiers::LowerTier::WriteStart::Started:
       ++usage.demoted;
@@ -65,15 +65,15 @@ void OffloadEngine::offer_to_lower(std::size_t tier, G2Page page, const g1::Tier
       ++usage.demotions_refused;
       break;
   }
-  if (!removed.empty()) publisher_->publish_removed(lower.medium(), KvRemoved{std::move(removed)});
+  publish_removed(lower.medium(), std::move(removed));
 }
 
-std::optional<G2Page> OffloadEngine::reserve_page(const g1::TieredBlock& block, std::vector<SequenceHash>& removed) {
+std::optional<G2Page> OffloadEngine::reserve_page(const g1::TieredBlock& block, std::vector<g1::TieredBlock>& removed) {
   std::optional<HostBlockRegistry::Eviction> evicted;
   const auto page = registry_.reserve(block, evicted);
   if (page && !lowers_.empty()) promoted_pages_[page->value()] = 0;
   if (page && evicted) {
-    removed.push_back(evicted->block.hash);
+    removed.push_back(evicted->block);
     demote(*page, *evicted);  // before anything writes the page
   }
   return page;
@@ -131,7 +131,7 @@ void OffloadEngine::issue_lower_reads(std::uint64_t id, Transfer& transfer) {
 void OffloadEngine::apply_lower(std::size_t tier, tiers::LowerTierProgress progress) {
   const StorageTier medium = lowers_[tier]->medium();
   for (const g1::TieredBlock& block : progress.stored) publish_stored(medium, block);
-  if (!progress.dropped.empty()) publisher_->publish_removed(medium, KvRemoved{std::move(progress.dropped)});
+  publish_removed(medium, std::move(progress.dropped));
   for (const tiers::LowerRead& read : progress.reads) land_lower_read(tier, read);
 }
 

@@ -32,14 +32,15 @@ std::vector<std::pair<const char*, std::uint64_t>> disk_tier_counters(const tier
 #if KVTIER_WITH_URING
 
 std::unique_ptr<tiers::LowerTier> open_disk_tier(const DiskTierSettings& settings, const KvLayout& g2_layout,
-                                                 const tiers::TierKey* key) {
+                                                 const tiers::TierKey* key, std::vector<std::uint64_t> group_formats) {
   auto store = std::make_unique<tiers::disk::DiskStore>(
       tiers::disk::DiskStoreConfig{.file = settings.path / kDiskTierFile,
                                    .slots = settings.blocks,
                                    .queue_depth = settings.queue_depth,
                                    .backlog = settings.backlog,
                                    .reformat = settings.reformat,
-                                   .key = key != nullptr ? std::optional<tiers::TierKey>(*key) : std::nullopt},
+                                   .key = key != nullptr ? std::optional<tiers::TierKey>(*key) : std::nullopt,
+                                   .group_formats = std::move(group_formats)},
       g2_layout);
   static std::atomic<bool> said{false};
   if (!store->direct_io() && !said.exchange(true)) {
@@ -122,7 +123,8 @@ DiskTierFacts disk_tier_facts(const tiers::LowerTier& tier) noexcept {
 
 #else
 
-std::unique_ptr<tiers::LowerTier> open_disk_tier(const DiskTierSettings&, const KvLayout&, const tiers::TierKey*) {
+std::unique_ptr<tiers::LowerTier> open_disk_tier(const DiskTierSettings&, const KvLayout&, const tiers::TierKey*,
+                                                 std::vector<std::uint64_t>) {
   throw ConfigError("this kvtier was built without liburing: no disk tier (scripts/install-deps.sh, KVTIER_URING=ON)");
 }
 

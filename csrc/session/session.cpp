@@ -66,9 +66,6 @@ void Session::build(memory::Runtime* borrowed) {
                                        config_.manager.capacity)
                  : config_.kv_layout();
   }
-  if (manager->has_groups() && config_.host_blocks != 0) {
-    throw ConfigError("a manager with KV cache groups has no offload tier yet: host_blocks must be 0");
-  }
   if (borrowed != nullptr) {
     memory_ = std::make_shared<PageMemory>(*borrowed, *layout);
   } else {
@@ -81,8 +78,15 @@ void Session::build(memory::Runtime* borrowed) {
     std::optional<tiers::TierKey> key;
     if (const auto key_file = config_.effective_tier_key_file()) key = tiers::TierKey::from_file(*key_file);
     const tiers::TierKey* tier_key = key ? &*key : nullptr;
-    if (config_.disk) lowers.push_back(open_disk_tier(*config_.disk, g2_layout, tier_key));
-    if (config_.shared) lowers.push_back(open_shared_tier(*config_.shared, g2_layout, tier_key));
+    // With groups each record carries its group's block fingerprint (tiers::BlockFormats).
+    std::vector<std::uint64_t> group_formats;
+    if (manager->has_groups()) {
+      for (std::size_t g = 0; g < manager->geometry()->group_count(); ++g) {
+        group_formats.push_back(manager->geometry()->block_fingerprint(g));
+      }
+    }
+    if (config_.disk) lowers.push_back(open_disk_tier(*config_.disk, g2_layout, tier_key, group_formats));
+    if (config_.shared) lowers.push_back(open_shared_tier(*config_.shared, g2_layout, tier_key, group_formats));
     engine_ = std::make_shared<offload::OffloadEngine>(
         runtime(), pool(),
         offload::OffloadConfig{.host_blocks = config_.host_blocks,

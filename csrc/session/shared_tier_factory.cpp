@@ -17,7 +17,8 @@ bool shared_tier_available() noexcept { return KVTIER_WITH_REDIS != 0; }
 #if KVTIER_WITH_REDIS
 
 std::unique_ptr<tiers::LowerTier> open_shared_tier(const SharedTierSettings& settings, const KvLayout& g2_layout,
-                                                   const tiers::TierKey* key) {
+                                                   const tiers::TierKey* key,
+                                                   std::vector<std::uint64_t> group_formats) {
   tiers::shared::SharedStoreConfig config{.endpoints = {},
                                           .key_namespace = settings.key_namespace,
                                           .ttl_seconds = settings.ttl_seconds,
@@ -25,7 +26,8 @@ std::unique_ptr<tiers::LowerTier> open_shared_tier(const SharedTierSettings& set
                                           .max_reads_in_flight = settings.max_in_flight,
                                           .timeout = std::chrono::milliseconds(settings.timeout_ms),
                                           .retry_after = std::chrono::milliseconds(1000),
-                                          .key = key != nullptr ? std::optional<tiers::TierKey>(*key) : std::nullopt};
+                                          .key = key != nullptr ? std::optional<tiers::TierKey>(*key) : std::nullopt,
+                                          .group_formats = std::move(group_formats)};
   for (const std::string& url : settings.urls) config.endpoints.push_back(tiers::shared::parse_redis_url(url));
   config.auth = tiers::shared::redis_auth_of(settings.urls);
   auto store = std::make_unique<tiers::shared::SharedStore>(std::move(config), g2_layout);
@@ -65,7 +67,8 @@ std::vector<std::pair<const char*, std::uint64_t>> shared_tier_counters(const ti
 
 #else
 
-std::unique_ptr<tiers::LowerTier> open_shared_tier(const SharedTierSettings&, const KvLayout&, const tiers::TierKey*) {
+std::unique_ptr<tiers::LowerTier> open_shared_tier(const SharedTierSettings&, const KvLayout&, const tiers::TierKey*,
+                                                   std::vector<std::uint64_t>) {
   throw ConfigError("this kvtier was built without hiredis: no shared tier (scripts/install-deps.sh, KVTIER_REDIS=ON)");
 }
 

@@ -90,8 +90,9 @@ std::size_t record_header_bytes(std::size_t token_count) noexcept {
 }
 
 BlockRecordMeta write_record_header(std::span<std::byte> header, const g1::TieredBlock& block,
-                                    std::uint64_t fingerprint, std::uint64_t generation,
+                                    const BlockFormats& formats, std::uint64_t generation,
                                     std::span<const std::byte> payload, const TierKey* key) {
+  const std::uint64_t fingerprint = formats.of(block.plh);
   const std::size_t tokens = block.token_ids ? block.token_ids->size() : 0;
   const std::size_t bytes = record_header_bytes(tokens);
   KVTIER_EXPECTS(header.size() >= bytes, "a record header of ", tokens, " token ids needs ", bytes, " bytes, not ",
@@ -156,7 +157,7 @@ std::size_t stored_header_bytes(std::span<const std::byte> bytes) noexcept {
   return get<std::uint32_t>(bytes, kHeaderBytesAt);
 }
 
-RecordCheck read_record_header(std::span<const std::byte> bytes, std::uint64_t fingerprint, BlockRecordMeta& out,
+RecordCheck read_record_header(std::span<const std::byte> bytes, const BlockFormats& formats, BlockRecordMeta& out,
                                const TierKey* key) {
   if (bytes.size() < sizeof(std::uint64_t) || get<std::uint64_t>(bytes, kMagicAt) != kMagic) {
     return RecordCheck::NotARecord;
@@ -176,20 +177,23 @@ RecordCheck read_record_header(std::span<const std::byte> bytes, std::uint64_t f
   if (header_checksum(bytes, used_bytes(tokens)) != get<std::uint64_t>(bytes, kHeaderChecksumAt)) {
     return RecordCheck::HeaderCorrupt;
   }
-  if (get<std::uint64_t>(bytes, kFingerprintAt) != fingerprint) return RecordCheck::OtherLayout;
+  const auto plh =
+      PositionalLineageHash::from_raw(get<std::uint64_t>(bytes, kPlhHighAt), get<std::uint64_t>(bytes, kPlhLowAt));
+  const std::uint64_t fingerprint = formats.of(plh);
+  if (fingerprint == 0 || get<std::uint64_t>(bytes, kFingerprintAt) != fingerprint) return RecordCheck::OtherLayout;
   const std::uint64_t key_id = get<std::uint64_t>(bytes, kKeyIdAt);
   if (key != nullptr && key_id != key->id()) return RecordCheck::Unauthenticated;
   const std::uint32_t flags = get<std::uint32_t>(bytes, kFlagsAt);
   // The MAC covers the token ids the header says it has: none unless they are the block's.
   if ((flags & kHasTokenIds) == 0 && tokens != 0) return RecordCheck::HeaderCorrupt;
-  g1::TieredBlock block{
-      .plh =
-          PositionalLineageHash::from_raw(get<std::uint64_t>(bytes, kPlhHighAt), get<std::uint64_t>(bytes, kPlhLowAt)),
-      .hash = SequenceHash(get<std::uint64_t>(bytes, kHashAt)),
-      .parent =
-          (flags & kHasParent) != 0 ? std::optional<SequenceHash>(get<std::uint64_t>(bytes, kParentAt)) : std::nullopt,
-      .local = LocalBlockHash(get<std::uint64_t>(bytes, kLocalAt)),
-      .token_ids = std::nullopt};
+  g1::TieredBlock block{.plh = plh,
+                        .hash = SequenceHash(get<std::uint64_t>(bytes, kHashAt)),
+                        .parent = (flags & kHasParent) != 0
+                                      ? std::optional<SequenceHash>(get<std::uint64_t>(bytes, kParentAt))
+                                      : std::nullopt,
+                        .local = LocalBlockHash(get<std::uint64_t>(bytes, kLocalAt)),
+                        .token_ids = std::nullopt,
+                        .format = formats.format_of(plh)};
   if ((flags & kHasTokenIds) != 0) {
     block.token_ids.emplace(tokens);
     std::memcpy(block.token_ids->data(), bytes.data() + kTokensAt, tokens * sizeof(TokenId));

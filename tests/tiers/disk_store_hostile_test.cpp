@@ -57,7 +57,7 @@ class DiskStoreHostile : public ::testing::Test {
     return DiskStoreConfig{.file = file_, .slots = slots, .queue_depth = 4, .reformat = reformat, .key = key};
   }
   void put(DiskStore& store, std::uint64_t first, std::uint64_t last) {
-    std::vector<SequenceHash> gone;
+    std::vector<g1::TieredBlock> gone;
     for (std::uint64_t n = first; n <= last; ++n) {
       ASSERT_EQ(store.write(block(n), page_of(n, store.page_bytes()), gone), DiskStore::WriteStart::Started);
       (void)store.poll(true);
@@ -260,7 +260,7 @@ TEST_F(DiskStoreHostile, AFullFileSystemTurnsIntoEvictionAndSaysSo) {
   DiskStore store(config(16), layout());
   store.inject_faults(DiskFaults{.room_for_new_slots = 3});
   ::testing::internal::CaptureStderr();
-  std::vector<SequenceHash> evicted;
+  std::vector<g1::TieredBlock> evicted;
   std::size_t started = 0;
   for (std::uint64_t n = 1; n <= 12; ++n) {
     started += store.write(block(n), page_of(n, store.page_bytes()), evicted) == DiskStore::WriteStart::Started;

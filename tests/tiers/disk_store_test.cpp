@@ -49,8 +49,8 @@ class DiskStoreTest : public ::testing::Test {
     return DiskStoreConfig{.file = dir_ / "g3.slots", .slots = slots, .queue_depth = 4, .reformat = reformat};
   }
   /// Writes blocks [first, last] and waits until they are visible.
-  void put(DiskStore& store, std::uint64_t first, std::uint64_t last, std::vector<SequenceHash>* evicted = nullptr) {
-    std::vector<SequenceHash> gone;
+  void put(DiskStore& store, std::uint64_t first, std::uint64_t last, std::vector<g1::TieredBlock>* evicted = nullptr) {
+    std::vector<g1::TieredBlock> gone;
     for (std::uint64_t n = first; n <= last; ++n) {
       const auto page = page_of(n, store.geometry().payload_bytes);
       ASSERT_EQ(store.write(block(n), page, gone), DiskStore::WriteStart::Started) << "block " << n;
@@ -77,7 +77,7 @@ class DiskStoreTest : public ::testing::Test {
 
 TEST_F(DiskStoreTest, AWriteIsVisibleOnlyOnceItCompleted) {
   DiskStore store(config(4), layout());
-  std::vector<SequenceHash> evicted;
+  std::vector<g1::TieredBlock> evicted;
   const auto page = page_of(1, store.geometry().payload_bytes);
   ASSERT_EQ(store.write(block(1), page, evicted), DiskStore::WriteStart::Started);
   const std::vector<PositionalLineageHash> plhs{block(1).plh};
@@ -123,10 +123,10 @@ TEST_F(DiskStoreTest, TheLeastRecentlyUsedBlockIsEvictedFirst) {
   DiskStore store(config(3), layout());
   put(store, 1, 3);
   EXPECT_TRUE(read_back(store, 1));  // 1 is used again: 2 is now the oldest
-  std::vector<SequenceHash> evicted;
+  std::vector<g1::TieredBlock> evicted;
   put(store, 4, 4, &evicted);
   ASSERT_EQ(evicted.size(), 1U);
-  EXPECT_EQ(evicted[0], block(2).hash);
+  EXPECT_EQ(evicted[0].hash, block(2).hash);
   EXPECT_FALSE(store.contains(block(2).plh));
   EXPECT_EQ(store.stats().evictions, 1U);
 }
@@ -154,7 +154,7 @@ TEST_F(DiskStoreTest, ADamagedSlotIsNeverServedAndIsDropped) {
   LowerTierProgress progress;
   EXPECT_FALSE(read_back(store, 2, &progress));
   ASSERT_EQ(progress.dropped.size(), 1U);
-  EXPECT_EQ(progress.dropped[0], block(2).hash);
+  EXPECT_EQ(progress.dropped[0].hash, block(2).hash);
   EXPECT_FALSE(store.contains(block(2).plh));
   EXPECT_EQ(store.stats().checksum_failures, 1U);
   EXPECT_TRUE(read_back(store, 1));
@@ -195,7 +195,7 @@ TEST_F(DiskStoreTest, ReadsOfBlocksNotResidentAreContractErrors) {
   const std::vector<PositionalLineageHash> plhs{block(1).plh};
   std::byte* const pages[] = {page.data()};
   EXPECT_THROW((void)store.read(plhs, pages), ContractError);
-  std::vector<SequenceHash> evicted;
+  std::vector<g1::TieredBlock> evicted;
   EXPECT_THROW((void)store.write(block(1), std::span<const std::byte>(page).first(10), evicted), ContractError);
 }
 
@@ -209,7 +209,7 @@ TEST_F(DiskStoreTest, AProcessKilledWhileWritingLeavesOnlyBlocksThatVerify) {
     if (child == 0) {  // writes (and evicts, and overwrites slots) until it is killed
       try {
         DiskStore store(config(16), layout());
-        std::vector<SequenceHash> evicted;
+        std::vector<g1::TieredBlock> evicted;
         for (std::uint64_t n = first;; ++n) {
           const auto page = page_of(n, store.geometry().payload_bytes);
           while (store.write(block(n), page, evicted) == DiskStore::WriteStart::NoRoom) (void)store.poll(true);
@@ -234,6 +234,50 @@ TEST_F(DiskStoreTest, AProcessKilledWhileWritingLeavesOnlyBlocksThatVerify) {
     recovered_total += store.recovered().resident.size();
   }
   EXPECT_GT(recovered_total, 0U);  // the writers got blocks to disk before they died
+}
+
+// A manager with KV cache groups: a record carries its group's block format,
+// and G3 neither writes nor serves a block in another one (model-geometry.md §5).
+TEST_F(DiskStoreTest, ABlockOfAnotherGroupFormatIsRefusedAndCounted) {
+  const std::vector<std::uint64_t> formats{0xF0, 0xF1};
+  const auto grouped = [&](std::vector<std::uint64_t> groups, bool reformat = false) {
+    DiskStoreConfig c = config(4, reformat);
+    c.group_formats = std::move(groups);
+    return c;
+  };
+  const auto of_group = [](std::uint64_t n, std::uint64_t group, std::uint64_t format) {
+    g1::TieredBlock b = block(n);
+    b.plh = g1::group_tier_key(b.hash, group);
+    b.format = format;
+    return b;
+  };
+  {
+    DiskStore store(grouped(formats), layout());
+    std::vector<g1::TieredBlock> evicted;
+    const auto page = page_of(1, store.geometry().payload_bytes);
+    EXPECT_EQ(store.write(of_group(1, 0, 0xF1), page, evicted), DiskStore::WriteStart::NoRoom);  // group 1's format
+    EXPECT_EQ(store.write(of_group(1, 5, 0xF0), page, evicted), DiskStore::WriteStart::NoRoom);  // no group 5
+    EXPECT_EQ(store.stats().format_refusals, 2U);
+    EXPECT_EQ(store.used(), 0U);
+    ASSERT_EQ(store.write(of_group(1, 0, 0xF0), page, evicted), DiskStore::WriteStart::Started);
+    ASSERT_EQ(store.write(of_group(1, 1, 0xF1), page, evicted), DiskStore::WriteStart::Started);
+    (void)store.poll(true);
+    const auto found = store.find(g1::group_tier_key(block(1).hash, 1));
+    ASSERT_TRUE(found.has_value());
+    EXPECT_EQ(found->format, 0xF1U);  // the record says its group's format
+  }
+  {
+    DiskStore same(grouped(formats), layout());
+    EXPECT_EQ(same.recovered().resident.size(), 2U);
+    const auto found = same.find(g1::group_tier_key(block(1).hash, 1));
+    ASSERT_TRUE(found.has_value());
+    EXPECT_EQ(found->format, 0xF1U);  // as its record says, read back at the restart
+  }
+  // Group 0 in another page format (another --kv-cache-dtype, same page bytes): its record is refused.
+  EXPECT_THROW(DiskStore(grouped({0xE0, 0xF1}), layout()), ConfigError);
+  DiskStore reformatted(grouped({0xE0, 0xF1}, true), layout());
+  EXPECT_TRUE(reformatted.recovered().reformatted);
+  EXPECT_FALSE(reformatted.find(g1::group_tier_key(block(1).hash, 0)).has_value());
 }
 
 }  // namespace

@@ -62,7 +62,7 @@ class LowerTierContract : public ::testing::TestWithParam<Mode> {
   }
   /// Writes blocks [first, last]; how many the tier said were stored.
   std::size_t put(LowerTier& tier, std::uint64_t first, std::uint64_t last) {
-    std::vector<SequenceHash> evicted;
+    std::vector<g1::TieredBlock> evicted;
     for (std::uint64_t n = first; n <= last; ++n) {
       EXPECT_EQ(tier.write(block(n), page_of(n, tier.page_bytes()), evicted), LowerTier::WriteStart::Started);
     }
@@ -125,7 +125,7 @@ class LowerTierContract : public ::testing::TestWithParam<Mode> {
 };
 
 TEST_P(LowerTierContract, ABlockIsVisibleOnlyOnceItsWriteCompleted) {
-  std::vector<SequenceHash> evicted;
+  std::vector<g1::TieredBlock> evicted;
   ASSERT_EQ(tier_->write(block(1), page_of(1, tier_->page_bytes()), evicted), LowerTier::WriteStart::Started);
   EXPECT_TRUE(tier_->contains(block(1).plh));  // the presence filter: not written twice
   EXPECT_FALSE(tier_->find(block(1).plh));     // but not readable yet

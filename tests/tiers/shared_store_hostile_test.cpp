@@ -49,7 +49,7 @@ SharedStoreConfig config(const std::vector<std::string>& urls, std::optional<Tie
 }
 
 std::size_t publish(SharedStore& store, std::uint64_t first, std::uint64_t last) {
-  std::vector<SequenceHash> none;
+  std::vector<g1::TieredBlock> none;
   for (std::uint64_t n = first; n <= last; ++n) (void)store.write(block(n), page_of(n, store.page_bytes()), none);
   return store.poll(true).stored.size();
 }
@@ -324,7 +324,7 @@ TEST(SharedStoreHostile, EncodedPasswordsIpv6HostsAndReadOnlyUsersWork) {
   EXPECT_EQ(publish(reader, 5, 6), 0U);
   EXPECT_NE(::testing::internal::GetCapturedStderr().find("only reads"), std::string::npos);
   EXPECT_TRUE(reader.shared_stats().read_only);
-  std::vector<SequenceHash> none;
+  std::vector<g1::TieredBlock> none;
   EXPECT_EQ(reader.write(block(7), page_of(7, reader.page_bytes()), none), LowerTier::WriteStart::NoRoom);
 }
 

@@ -57,7 +57,7 @@ std::vector<PositionalLineageHash> plhs(std::uint64_t first, std::uint64_t last)
 
 /// Publishes blocks [first, last] and waits until the store answered.
 std::size_t publish(SharedStore& store, std::uint64_t first, std::uint64_t last) {
-  std::vector<SequenceHash> none;
+  std::vector<g1::TieredBlock> none;
   for (std::uint64_t n = first; n <= last; ++n) {
     EXPECT_EQ(store.write(block(n), page_of(n, store.page_bytes()), none), LowerTier::WriteStart::Started);
   }
@@ -150,7 +150,7 @@ TEST(SharedStore, OneStorePublishesAndAnotherFetchesByteForByte) {
   EXPECT_EQ(publish(writer, 1, 20), 20U);
   EXPECT_EQ(writer.stats().blocks_written, 20U);
   EXPECT_TRUE(writer.contains(block(3).plh));
-  std::vector<SequenceHash> none;
+  std::vector<g1::TieredBlock> none;
   EXPECT_EQ(writer.write(block(3), page_of(3, writer.page_bytes()), none), LowerTier::WriteStart::Present);
 
   SharedStore reader(config(redis.urls()), layout());  // another instance
@@ -225,7 +225,8 @@ TEST(SharedStore, AValueDamagedBetweenLookupAndReadIsNeverServed) {
   EXPECT_EQ(progress.reads[0].ok, (std::vector<bool>{true, false, false}));
   EXPECT_EQ(pages[0], page_of(1, reader.page_bytes()));
   EXPECT_EQ(pages[1], std::vector<std::byte>(reader.page_bytes(), std::byte{0xEE}));
-  EXPECT_EQ(progress.dropped, (std::vector<SequenceHash>{block(2).hash}));  // this instance removed it
+  ASSERT_EQ(progress.dropped.size(), 1U);
+  EXPECT_EQ(progress.dropped[0].hash, block(2).hash);  // this instance removed it
   EXPECT_EQ(reader.stats().checksum_failures, 1U);
   EXPECT_EQ(reader.shared_stats().values_missing, 1U);
   EXPECT_FALSE(reader.find(block(2).plh));

@@ -165,10 +165,14 @@ void DiskStore::invalidate(std::uint32_t slot) {
 }
 
 LowerTier::WriteStart DiskStore::write(const g1::TieredBlock& block, std::span<const std::byte> payload,
-                                       std::vector<SequenceHash>& evicted) {
+                                       std::vector<g1::TieredBlock>& evicted) {
   KVTIER_EXPECTS(payload.size() == geometry_.payload_bytes, "a disk tier write takes one page of ",
                  geometry_.payload_bytes, " bytes, not ", payload.size());
   if (contains(block.plh)) return WriteStart::Present;
+  if (!formats_.accepts(block)) {
+    ++stats_.format_refusals;  // a record is written only in its key's group and format
+    return WriteStart::NoRoom;
+  }
   const bool unbacked_left = !parked_.empty() || slots_.size() < capacity_;
   const bool room = !free_.empty() || !lru_.empty() || unbacked_left;
   if (free_buffers_.size() <= read_reserve_ || !room) {
@@ -186,7 +190,7 @@ LowerTier::WriteStart DiskStore::write(const g1::TieredBlock& block, std::span<c
     slot = lru_.front();
     lru_.pop_front();
     const auto victim = blocks_.find(slot);
-    evicted.push_back(victim->second.hash);
+    evicted.push_back(victim->second);
     index_.erase(victim->second.plh);
     blocks_.erase(victim);
     const bool backed = slots_[slot].backed;
@@ -203,8 +207,8 @@ LowerTier::WriteStart DiskStore::write(const g1::TieredBlock& block, std::span<c
   std::fill(bytes.begin() + static_cast<std::ptrdiff_t>(geometry_.header_bytes + payload.size()), bytes.end(),
             std::byte{0});
   // Phase two, linked behind it: the header that makes the slot a record.
-  write_record_header(std::span<std::byte>(buffer(b) + geometry_.slot_bytes, geometry_.header_bytes), block,
-                      fingerprint_, next_generation_++, payload, key());
+  write_record_header(std::span<std::byte>(buffer(b) + geometry_.slot_bytes, geometry_.header_bytes), block, formats_,
+                      next_generation_++, payload, key());
   Slot& s = slots_[slot];
   s.state = State::Writing;
   s.writes_pending = 2;
@@ -318,7 +322,7 @@ void DiskStore::finish(const IoQueue::Completion& real, LowerTierProgress& progr
     BlockRecordMeta meta;
     const std::span<const std::byte> header = bytes.first(geometry_.header_bytes);
     const std::span<const std::byte> payload = bytes.subspan(geometry_.header_bytes, geometry_.payload_bytes);
-    RecordCheck check = read_record_header(header, fingerprint_, meta, key());
+    RecordCheck check = read_record_header(header, formats_, meta, key());
     if (check == RecordCheck::Ok && meta.block.plh != blocks_.at(op.slot).plh) check = RecordCheck::HeaderCorrupt;
     if (check == RecordCheck::Ok) check = check_payload(meta, header, payload, key());
     ok = check == RecordCheck::Ok;
@@ -328,6 +332,7 @@ void DiskStore::finish(const IoQueue::Completion& real, LowerTierProgress& progr
       stats_.bytes_read += geometry_.slot_bytes;
     } else {
       ++stats_.checksum_failures;
+      if (check == RecordCheck::OtherLayout) ++stats_.format_refusals;
       if (check == RecordCheck::Unauthenticated || check == RecordCheck::Forged) ++stats_.authentication_failures;
     }
   }
@@ -335,7 +340,7 @@ void DiskStore::finish(const IoQueue::Completion& real, LowerTierProgress& progr
   if (!ok) s.bad = true;
   if (--s.pins == 0) {
     if (s.bad) {
-      progress.dropped.push_back(blocks_.at(op.slot).hash);
+      progress.dropped.push_back(blocks_.at(op.slot));
       invalidate(op.slot);  // its header goes: a restart must not find the block again
     } else {
       make_evictable(op.slot);  // most recently used

@@ -112,6 +112,7 @@ DiskStore::DiskStore(const DiskStoreConfig& config, const KvLayout& layout)
     : key_(config.key),
       geometry_(SlotGeometry::of(layout)),
       fingerprint_(layout_fingerprint(layout)),
+      formats_(fingerprint_, config.group_formats),
       capacity_(checked_capacity(config)),
       queue_(config.queue_depth) {
   // Memory first: nothing on disk changes for a tier this machine cannot hold.
@@ -175,7 +176,7 @@ void DiskStore::open_file(const DiskStoreConfig& config, const KvLayout&) {
   const std::uint64_t file_slots = std::min<std::uint64_t>(geometry_.slots_in(file_.size()), UINT32_MAX);
   {
     const SlotScan before = recovered_;
-    recovered_ = scan_slots(file_, geometry_, file_slots, fingerprint_, queue_, key());
+    recovered_ = scan_slots(file_, geometry_, file_slots, formats_, queue_, key());
     recovered_.reformatted = before.reformatted;
     recovered_.discarded = before.discarded;
   }
@@ -183,7 +184,8 @@ void DiskStore::open_file(const DiskStoreConfig& config, const KvLayout&) {
     const std::uint32_t foreign = recovered_.other_layout + recovered_.other_version;
     if (!config.reformat) {
       throw ConfigError("the disk tier's file " + name + " holds " + std::to_string(foreign) +
-                        " blocks of another layout or record format version (model geometry, dtype, block size, "
+                        " blocks of another layout, page format or record format version (model geometry, dtype, "
+                        "--kv-cache-dtype, KV cache groups, block size, "
                         "page layout or kvtier version); reformat it (--disk-reformat) to discard them");
     }
     const std::uint32_t discarded = static_cast<std::uint32_t>(recovered_.resident.size()) + foreign;
@@ -194,7 +196,7 @@ void DiskStore::open_file(const DiskStoreConfig& config, const KvLayout&) {
     recovered_.discarded = discarded;
   }
   if (file_slots > capacity_ || recovered_.resident.size() > capacity_) {
-    recovered_.dropped_on_shrink = shrink_slots(file_, geometry_, recovered_, capacity_, fingerprint_, key());
+    recovered_.dropped_on_shrink = shrink_slots(file_, geometry_, recovered_, capacity_, formats_, key());
   }
   file_.resize(geometry_.file_bytes(capacity_));  // sparse: disk blocks come with writes
   // Oldest generation first: the least recently written is the first victim.

@@ -29,7 +29,7 @@ SlotGeometry SlotGeometry::of(const KvLayout& layout) noexcept {
 }
 
 SlotScan scan_slots(const DirectFile& file, const SlotGeometry& geometry, std::uint64_t slots,
-                    std::uint64_t fingerprint, IoQueue& queue, const TierKey* key) {
+                    const BlockFormats& formats, IoQueue& queue, const TierKey* key) {
   KVTIER_EXPECTS(queue.in_flight() == 0, "the disk slot scan needs an idle I/O queue");
   SlotScan scan;
   const std::size_t depth = queue.depth();
@@ -54,7 +54,7 @@ SlotScan scan_slots(const DirectFile& file, const SlotGeometry& geometry, std::u
     const std::span<const std::byte> header(buffers.get() + std::size_t{buffer} * geometry.header_bytes,
                                             static_cast<std::size_t>(done.result));
     BlockRecordMeta meta;
-    switch (read_record_header(header, fingerprint, meta, key)) {
+    switch (read_record_header(header, formats, meta, key)) {
       case RecordCheck::Ok:
         break;
       case RecordCheck::NotARecord:

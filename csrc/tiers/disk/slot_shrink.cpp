@@ -59,7 +59,7 @@ std::vector<ScannedSlot> sorted(std::vector<ScannedSlot> slots, Before before) {
 }  // namespace
 
 std::uint32_t shrink_slots(const DirectFile& file, const SlotGeometry& geometry, SlotScan& scan, std::uint32_t capacity,
-                           std::uint64_t fingerprint, const TierKey* key) {
+                           const BlockFormats& formats, const TierKey* key) {
   const bool beyond =
       std::any_of(scan.resident.begin(), scan.resident.end(), [&](const ScannedSlot& s) { return s.slot >= capacity; });
   if (!beyond) return 0;  // every block has a slot below capacity: nothing moves
@@ -93,7 +93,7 @@ std::uint32_t shrink_slots(const DirectFile& file, const SlotGeometry& geometry,
     read_at(file, slot_bytes, geometry.offset(s.slot));
     BlockRecordMeta meta;
     const std::span<const std::byte> payload = slot_bytes.subspan(geometry.header_bytes, geometry.payload_bytes);
-    if (read_record_header(header, fingerprint, meta, key) != RecordCheck::Ok ||
+    if (read_record_header(header, formats, meta, key) != RecordCheck::Ok ||
         check_payload(meta, header, payload, key) != RecordCheck::Ok) {
       ++scan.corrupt;  // not moved: never served
       continue;

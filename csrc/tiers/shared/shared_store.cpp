@@ -54,6 +54,7 @@ SharedStore::SharedStore(SharedStoreConfig config, const KvLayout& layout)
       header_bytes_(record_header_bytes(layout.geometry().tokens_per_block)),
       max_value_bytes_(header_bytes_ + page_bytes_),
       fingerprint_(layout_fingerprint(layout)),
+      formats_(fingerprint_, config_.group_formats),
       lookup_cluster_(RedisClusterConfig{
           .seeds = config_.endpoints, .auth = config_.auth, .limits = limits_of(config_, max_value_bytes_)}),
       worker_cluster_(RedisClusterConfig{
@@ -120,7 +121,7 @@ RecordCheck SharedStore::check_value(const redisReply* reply, const PositionalLi
                                      BlockRecordMeta& meta) const {
   if (reply->type != REDIS_REPLY_STRING || reply->len == 0) return RecordCheck::NotARecord;  // another type, or empty
   const std::span<const std::byte> value = bytes_of(*reply);
-  RecordCheck check = read_record_header(value, fingerprint_, meta, key());
+  RecordCheck check = read_record_header(value, formats_, meta, key());
   if (check != RecordCheck::Ok) return check;
   if (meta.block.plh != plh || meta.payload_bytes != page_bytes_) return RecordCheck::HeaderCorrupt;
   if (!whole) return RecordCheck::Ok;
@@ -181,6 +182,7 @@ std::vector<std::optional<g1::TieredBlock>> SharedStore::lookup(std::span<const 
   shared_.lookup_blocks += plhs.size();
   shared_.lookup_hits += hits;
   shared_.other_layout += other_layout;
+  stats_.format_refusals += other_layout;
   shared_.other_version += other_version;
   shared_.answered += ok;
   stats_.checksum_failures += bad.size();
@@ -207,8 +209,13 @@ void SharedStore::delete_values(RedisCluster& cluster, const std::vector<std::st
 }
 
 LowerTier::WriteStart SharedStore::write(const g1::TieredBlock& block, std::span<const std::byte> payload,
-                                         std::vector<SequenceHash>&) {
+                                         std::vector<g1::TieredBlock>&) {
   if (contains(block.plh)) return WriteStart::Present;
+  if (!formats_.accepts(block)) {
+    std::lock_guard lock(mutex_);
+    ++stats_.format_refusals;  // a value is written only in its key's group and format
+    return WriteStart::NoRoom;
+  }
   KVTIER_EXPECTS(payload.size() == page_bytes_, "a shared-tier block is one page of ", page_bytes_, " bytes, not ",
                  payload.size());
   const std::size_t tokens = block.token_ids ? block.token_ids->size() : 0;
@@ -222,7 +229,7 @@ LowerTier::WriteStart SharedStore::write(const g1::TieredBlock& block, std::span
     ++writes_in_flight_;
   }
   WriteJob job{.block = block, .key = key(block.plh), .value = std::string(header + payload.size(), '\0')};
-  write_record_header(std::as_writable_bytes(std::span(job.value.data(), header)), block, fingerprint_, ++generation_,
+  write_record_header(std::as_writable_bytes(std::span(job.value.data(), header)), block, formats_, ++generation_,
                       payload, key());
   std::memcpy(job.value.data() + header, payload.data(), payload.size());
   publishing_.insert(block.plh);
@@ -389,7 +396,7 @@ void SharedStore::run_reads(std::vector<ReadJob>& jobs) {
   std::size_t ok = 0;
   std::size_t bytes = 0;
   std::vector<LowerRead> done;
-  std::vector<SequenceHash> dropped;
+  std::vector<g1::TieredBlock> dropped;
   std::size_t next = 0;
   for (ReadJob& job : jobs) {
     LowerRead read{.id = job.id, .ok = std::vector<bool>(job.blocks.size(), false), .blocks = job.blocks};
@@ -413,14 +420,14 @@ void SharedStore::run_reads(std::vector<ReadJob>& jobs) {
       }
       if (check == RecordCheck::OtherVersion) {
         ++other_version;  // kept: another kvtier's
-        dropped.push_back(job.blocks[b].hash);
+        dropped.push_back(job.blocks[b]);
         continue;
       }
       if (check != RecordCheck::Ok) {
         if (check == RecordCheck::OtherLayout) ++other_layout;
         if (check == RecordCheck::Unauthenticated || check == RecordCheck::Forged) ++unauthenticated;
         bad.push_back(keys[next]);
-        dropped.push_back(job.blocks[b].hash);
+        dropped.push_back(job.blocks[b]);
         continue;
       }
       const std::size_t header = stored_header_bytes(bytes_of(*reply));
@@ -441,6 +448,7 @@ void SharedStore::run_reads(std::vector<ReadJob>& jobs) {
   stats_.authentication_failures += unauthenticated;
   shared_.values_missing += missing;
   shared_.other_layout += other_layout;
+  stats_.format_refusals += other_layout;
   shared_.other_version += other_version;
   shared_.oversized += oversized;
   shared_.answered += ok;

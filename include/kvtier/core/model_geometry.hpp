@@ -121,6 +121,11 @@ class ModelGeometry {
   /// quantized one, one with its own V head size): the pool keeps one null
   /// page, never allocated, hashed, freed or counted.
   bool has_null_page() const noexcept { return null_page_; }
+  /// What identifies the bytes of one of `group`'s pages wherever a tier
+  /// keeps them: its index, kind, block size, layers, window or chunk, and
+  /// page format (XXH3). A tier serves a block only into the group whose
+  /// fingerprint it was stored with.
+  std::uint64_t block_fingerprint(std::size_t group) const;
   /// "full_attention bs16 x32 layers 131072 B; sliding_window(W=128) ... ; hash 16, scheduler 16"
   std::string describe() const;
 

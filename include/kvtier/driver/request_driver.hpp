@@ -121,6 +121,9 @@ class RequestDriver {
   g1::G1Acquire allocate_groups(g1::OwnerId owner, ActiveSequence& sequence, std::size_t tokens,
                                 std::optional<std::size_t> reuse);
   DecodeStep decode_groups(g1::OwnerId owner, ActiveSequence& sequence, std::optional<TokenId> token);
+  /// swap_in_prefix with groups: every group's blocks of the fixed point
+  /// over G1 and the tier (G1Manager::group_swap_in_plan).
+  SwapInOutcome swap_in_groups(const ActiveSequence& sequence, std::size_t prompt_tokens);
 
   g1::G1Manager* manager_;
   PageZeroer zero_pages_;

@@ -24,6 +24,12 @@ inline PositionalLineageHash native_tier_key(SequenceHash hash) noexcept {
   return PositionalLineageHash::from_raw(0, hash.value());
 }
 
+/// The tier key of `hash`'s block of KV cache group `group` on a manager
+/// with groups: the group in the high word (group 0 keys as native_tier_key).
+inline PositionalLineageHash group_tier_key(SequenceHash hash, std::size_t group) noexcept {
+  return PositionalLineageHash::from_raw(group, hash.value());
+}
+
 /// A registered block as the tiers remember it (docs/semantics.md §5.2): what
 /// a HostPinned Stored and a swap-in registration need.
 struct TieredBlock {
@@ -32,6 +38,20 @@ struct TieredBlock {
   std::optional<SequenceHash> parent;
   LocalBlockHash local;
   std::optional<std::vector<TokenId>> token_ids;
+  /// On a manager with groups, the fingerprint of its group's pages
+  /// (ModelGeometry::block_fingerprint of plh.high()): a tier takes and
+  /// serves the block only under that group's. 0 without groups.
+  std::uint64_t format = 0;
+};
+
+/// What a swap-in brings back for a manager with KV cache groups: the hit
+/// (the groups' fixed point over G1 and the tier, in tokens), the G1 blocks
+/// of it to pin while room is made, and the tier blocks to copy in, by
+/// position and then group (group_tier_key). Empty `fetch`: nothing to do.
+struct GroupSwapInPlan {
+  std::size_t tokens = 0;
+  std::vector<PositionalLineageHash> pin;
+  std::vector<PositionalLineageHash> fetch;
 };
 
 /// A registered block taken out of G1 by eviction; `page` still holds its bytes.
@@ -74,6 +94,8 @@ struct TierStats {
   std::size_t in_flight = 0;  // transfers no poll has collected yet
   std::uint64_t verify_failures = 0;
   std::uint64_t failed_transfers = 0;
+  /// Blocks refused for a format or group that is not the one their key names.
+  std::uint64_t format_refusals = 0;
 };
 
 class OffloadTier {
@@ -84,6 +106,15 @@ class OffloadTier {
   /// the manager's publisher, so ids stay one sequence; the backend picks the
   /// tier's eviction (KVBM: Lineage by PLH, §5.1; native: LRU, §5.6).
   virtual void bind(KvEventPublisher& publisher, G1Backend backend) = 0;
+  /// A manager with KV cache groups binds with each group's event fields and
+  /// block fingerprint (index = the group in a tier key's high word): the
+  /// tier's events carry group_idx, and a block whose format is not its
+  /// group's is refused and counted (TierStats::format_refusals).
+  virtual void bind_groups(KvEventPublisher& publisher, std::vector<KvEventGroup> groups,
+                           std::vector<std::uint64_t> fingerprints) = 0;
+  /// Of `plhs`, which the tier holds now: resident in G2, or readable in a
+  /// tier below it (one lookup round trip per lower tier).
+  virtual std::vector<bool> holds(std::span<const PositionalLineageHash> plhs) = 0;
   /// The eviction site: copies the victims not resident or landing already
   /// (presence filter) into reserved tier pages, in batches, and answers which
   /// sources it now reads. Victims it cannot take (no room) are dropped.

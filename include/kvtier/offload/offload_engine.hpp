@@ -13,6 +13,7 @@
 #include "kvtier/memory/runtime.hpp"
 #include "kvtier/offload/host_block_registry.hpp"
 #include "kvtier/offload/processor_sharing_link.hpp"
+#include "kvtier/tiers/block_formats.hpp"
 #include "kvtier/tiers/lower_tier.hpp"
 
 namespace kvtier::offload {
@@ -82,6 +83,9 @@ class OffloadEngine final : public g1::OffloadTier {
   OffloadEngine& operator=(const OffloadEngine&) = delete;
 
   void bind(KvEventPublisher& publisher, g1::G1Backend backend) override;
+  void bind_groups(KvEventPublisher& publisher, std::vector<KvEventGroup> groups,
+                   std::vector<std::uint64_t> fingerprints) override;
+  std::vector<bool> holds(std::span<const PositionalLineageHash> plhs) override;
   g1::SwapOutTicket swap_out(std::span<const g1::EvictedBlock> victims) override;
   g1::TierProgress poll(bool wait) override;
   std::optional<double> earliest_deadline_ms() const override;
@@ -168,6 +172,8 @@ class OffloadEngine final : public g1::OffloadTier {
   Transfer& swap_in(std::uint64_t transfer);
   const Transfer& swap_in(std::uint64_t transfer) const;
   void publish_stored(StorageTier tier, const g1::TieredBlock& block);
+  /// Removed events of `blocks` (with groups, one per group, with its group_idx).
+  void publish_removed(StorageTier tier, std::vector<g1::TieredBlock> blocks);
   /// Offers a block G2 evicted from `page` (still holding its bytes) to the tiers below.
   void demote(G2Page page, const HostBlockRegistry::Eviction& evicted);
   /// Starts writing the block `page` holds into lower tier `tier` (counted in its usage).
@@ -176,7 +182,7 @@ class OffloadEngine final : public g1::OffloadTier {
     return tier < lowers_.size() ? lowers_[tier]->medium() : StorageTier::Disk;
   }
   /// Reserves a G2 page for `block` (demoting what it evicts); nullopt when none is free.
-  std::optional<G2Page> reserve_page(const g1::TieredBlock& block, std::vector<SequenceHash>& removed);
+  std::optional<G2Page> reserve_page(const g1::TieredBlock& block, std::vector<g1::TieredBlock>& removed);
   /// Issues the transfer's waiting lower-tier reads while the tier has room.
   void issue_lower_reads(std::uint64_t id, Transfer& transfer);
   /// Applies what lower tier `tier` finished: its events, and reads landing in G2.
@@ -208,6 +214,11 @@ class OffloadEngine final : public g1::OffloadTier {
   std::unique_ptr<memory::KvPool> in_ring_;
   std::uint64_t staged_transfers_ = 0;
   KvEventPublisher* publisher_ = nullptr;
+  // A manager with KV cache groups: each group's event fields and block
+  // format (an engine bound without groups takes only blocks of format 0).
+  std::vector<KvEventGroup> groups_;
+  tiers::BlockFormats formats_{0};
+  std::uint64_t format_refusals_ = 0;
   std::map<std::uint64_t, Transfer> transfers_;  // by id: submission order
   ProcessorSharingLink offload_link_;
   ProcessorSharingLink onboard_link_;

@@ -27,8 +27,11 @@ bool disk_tier_available() noexcept;
 /// or key's blocks (without reformat), no room on the file system.
 /// Says on stderr, once each: buffered I/O where the file system refuses
 /// O_DIRECT; blocks a smaller capacity dropped; a reformat.
+/// `group_formats`: a manager with KV cache groups, each group's block
+/// fingerprint (tiers::BlockFormats).
 std::unique_ptr<tiers::LowerTier> open_disk_tier(const DiskTierSettings& settings, const KvLayout& g2_layout,
-                                                 const tiers::TierKey* key = nullptr);
+                                                 const tiers::TierKey* key = nullptr,
+                                                 std::vector<std::uint64_t> group_formats = {});
 
 /// What `kvtier info` and the script's init tell of a disk tier.
 struct DiskTierFacts {

@@ -21,8 +21,10 @@ bool shared_tier_available() noexcept;
 /// that whoever can write the store can inject K/V). Nothing is connected
 /// yet: a store that is down is a miss, not an error. ConfigError: a build
 /// without hiredis, a malformed URL, a namespace with a hash tag.
+/// `group_formats` as open_disk_tier's.
 std::unique_ptr<tiers::LowerTier> open_shared_tier(const SharedTierSettings& settings, const KvLayout& g2_layout,
-                                                   const tiers::TierKey* key = nullptr);
+                                                   const tiers::TierKey* key = nullptr,
+                                                   std::vector<std::uint64_t> group_formats = {});
 
 /// The shared tier's counters under the names the replay's report, the
 /// script's `stats` and Python's `metrics()` give them (shared_*; empty for

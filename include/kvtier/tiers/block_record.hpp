@@ -11,6 +11,7 @@
 
 #include "kvtier/core/kv_layout.hpp"
 #include "kvtier/g1/offload_tier.hpp"
+#include "kvtier/tiers/block_formats.hpp"
 #include "kvtier/tiers/tier_key.hpp"
 
 namespace kvtier::tiers {
@@ -47,8 +48,10 @@ std::size_t record_header_bytes(std::size_t token_count) noexcept;
 /// Writes the header of `block` with `payload`'s size and checksum into
 /// `header` (record_header_bytes of its token ids; ContractError if smaller)
 /// and, with `key`, the MAC of header and payload. Returns the meta it wrote.
+/// The fingerprint is `formats.of(block.plh)`: with groups, the layout's and
+/// the block's group's together.
 BlockRecordMeta write_record_header(std::span<std::byte> header, const g1::TieredBlock& block,
-                                    std::uint64_t fingerprint, std::uint64_t generation,
+                                    const BlockFormats& formats, std::uint64_t generation,
                                     std::span<const std::byte> payload, const TierKey* key = nullptr);
 
 /// How reading a record's header or payload ended.
@@ -66,9 +69,11 @@ enum class RecordCheck : std::uint8_t {
 const char* record_check_name(RecordCheck check) noexcept;
 
 /// Reads and checks a header from the first bytes of a record. Ok fills
-/// `out`. With `key`, a record written without it is Unauthenticated (its
-/// MAC is checked with the payload, by check_payload).
-RecordCheck read_record_header(std::span<const std::byte> bytes, std::uint64_t fingerprint, BlockRecordMeta& out,
+/// `out` (its block's format is its group's). With `key`, a record written
+/// without it is Unauthenticated (its MAC is checked with the payload, by
+/// check_payload). A fingerprint other than `formats.of` the record's key —
+/// another layout, or with groups another group or page format — is OtherLayout.
+RecordCheck read_record_header(std::span<const std::byte> bytes, const BlockFormats& formats, BlockRecordMeta& out,
                                const TierKey* key = nullptr);
 /// The header's size as the header at the start of `bytes` says (0 if it is not a record's).
 std::size_t stored_header_bytes(std::span<const std::byte> bytes) noexcept;

@@ -31,6 +31,9 @@ struct LowerTierStats {
   /// Of those, records a tier key refused: no MAC of this key, or a MAC that
   /// does not match (someone wrote it without the key).
   std::uint64_t authentication_failures = 0;
+  /// Blocks refused for their format: a write of a block not in its key's
+  /// group format, or a record of another layout, group or page format.
+  std::uint64_t format_refusals = 0;
   std::uint64_t evictions = 0;
   std::uint64_t writes_refused = 0;  // writes turned away for want of room (the block was not kept)
   /// Wall time during which at least one write (read) was in flight, seen at
@@ -50,8 +53,8 @@ struct LowerRead {
 
 /// What one poll collected.
 struct LowerTierProgress {
-  std::vector<g1::TieredBlock> stored;  // writes that became visible
-  std::vector<SequenceHash> dropped;    // blocks removed because a read did not verify
+  std::vector<g1::TieredBlock> stored;   // writes that became visible
+  std::vector<g1::TieredBlock> dropped;  // blocks removed because a read did not verify
   std::vector<LowerRead> reads;
 };
 
@@ -89,10 +92,10 @@ class LowerTier {
 
   enum class WriteStart : std::uint8_t { Started, Present, NoRoom };
   /// Starts writing `block` with `payload` (one page, copied before this
-  /// returns), evicting the least recently used block when full (its hash
-  /// is appended to `evicted`). NoRoom: nothing changed.
+  /// returns), evicting the least recently used block when full (it is
+  /// appended to `evicted`). NoRoom: nothing changed.
   virtual WriteStart write(const g1::TieredBlock& block, std::span<const std::byte> payload,
-                           std::vector<SequenceHash>& evicted) = 0;
+                           std::vector<g1::TieredBlock>& evicted) = 0;
   /// Blocks one read can take now.
   virtual std::size_t read_room() const noexcept = 0;
   /// Starts reading the resident blocks `plhs` (at most read_room()) into

@@ -13,10 +13,12 @@ namespace kvtier::g1 {
 class GroupCoordinator::Lookup final : public CachedBlocks {
  public:
   Lookup(const GroupCoordinator& coordinator, std::span<const SequenceHash> hashes, std::size_t group,
-         bool active_only = false)
-      : coordinator_(coordinator), hashes_(hashes), group_(group), active_only_(active_only) {}
+         bool active_only = false, const TierHolds* tier_holds = nullptr)
+      : coordinator_(coordinator), hashes_(hashes), group_(group), active_only_(active_only), tier_holds_(tier_holds) {}
   bool cached(std::size_t block) const override {
-    return coordinator_.cached_page(hashes_, group_, block, active_only_).has_value();
+    if (coordinator_.cached_page(hashes_, group_, block, active_only_).has_value()) return true;
+    return tier_holds_ != nullptr && coordinator_.hash_index(group_, block) < hashes_.size() &&
+           (*tier_holds_)(group_, block);
   }
 
  private:
@@ -24,6 +26,7 @@ class GroupCoordinator::Lookup final : public CachedBlocks {
   std::span<const SequenceHash> hashes_;
   std::size_t group_;
   bool active_only_;
+  const TierHolds* tier_holds_;
 };
 
 GroupCoordinator::GroupCoordinator(ModelGeometry geometry, std::uint32_t capacity, bool enable_prefix_caching)
@@ -32,7 +35,9 @@ GroupCoordinator::GroupCoordinator(ModelGeometry geometry, std::uint32_t capacit
       pool_(capacity),
       page_group_(capacity, 0),
       removed_(geometry_.group_count()),
-      hit_pages_(geometry_.group_count(), 0) {
+      hit_pages_(geometry_.group_count(), 0),
+      landing_(capacity, false),
+      pins_(capacity, 0) {
   KVTIER_EXPECTS(geometry_.group_count() > 0 && geometry_.group_count() <= 255,
                  "a manager holds between 1 and 255 KV cache groups");
   for (const ResolvedGroup& group : geometry_.groups()) {
@@ -95,7 +100,8 @@ std::optional<PageId> GroupCoordinator::cached_page(std::span<const SequenceHash
 }
 
 std::pair<std::size_t, std::size_t> GroupCoordinator::fixed_point(std::span<const SequenceHash> hashes,
-                                                                  std::size_t candidate, bool active_only) const {
+                                                                  std::size_t candidate, bool active_only,
+                                                                  const TierHolds* tier_holds) const {
   const std::size_t unit = geometry_.scheduler_block_size();
   std::size_t length = candidate - candidate % unit;
   std::size_t first_hit = 0;
@@ -103,7 +109,7 @@ std::pair<std::size_t, std::size_t> GroupCoordinator::fixed_point(std::span<cons
   for (bool changed = true; changed && length > 0;) {
     changed = false;
     for (const std::size_t g : lookup_order_) {
-      const std::size_t hit = rules_[g]->longest_hit(Lookup(*this, hashes, g, active_only), length);
+      const std::size_t hit = rules_[g]->longest_hit(Lookup(*this, hashes, g, active_only, tier_holds), length);
       if (first) first_hit = hit;
       first = false;
       if (hit < length) {
@@ -117,10 +123,8 @@ std::pair<std::size_t, std::size_t> GroupCoordinator::fixed_point(std::span<cons
 
 GroupHit GroupCoordinator::find_hit(std::span<const SequenceHash> hashes, std::size_t prompt_tokens) const {
   if (!caching_ || prompt_tokens == 0) return {};
-  // vLLM's hybrid candidate leaves the last token to compute (its logits); a
-  // single full-attention group keeps the seed's probe.
-  const std::size_t candidate = geometry_.has_null_page() ? prompt_tokens - 1 : prompt_tokens;
-  const auto [tokens, first_hit] = fixed_point(hashes, candidate, false);
+  // A single full-attention group keeps the seed's probe (candidate_of).
+  const auto [tokens, first_hit] = fixed_point(hashes, candidate_of(prompt_tokens), false);
   return GroupHit{.tokens = tokens,
                   .uncached_common_prefix = first_hit - tokens,
                   .active_tokens = fixed_point(hashes, tokens, true).first};
@@ -197,7 +201,9 @@ bool GroupCoordinator::allocate(OwnerId owner, std::span<const SequenceHash> has
   }
   auto outcome = pool_.reserve_hits(pins, fresh_total);
   if (!outcome) return false;
+  note_quarantined(outcome->quarantined);
   note_removed(outcome->removed);
+  if (!outcome->quarantined.empty()) return false;  // only the evictions happened: the tier copies them first
 
   // Hits first (all groups), then fresh pages (all groups).
   const std::vector<PrefixPin> taken = pool_.activate_prefix(outcome->reservation);
@@ -262,7 +268,7 @@ std::vector<std::vector<GroupCoordinator::CachedBlock>> GroupCoordinator::finali
       const bool first_copy = pool_.cache_private(page, SequenceHash(key));
       cached_keys_.emplace(key, std::make_pair(hash, g));
       if (geometry_.groups()[g].spec.kind == GroupKind::Mamba) state_step_[page.value()] = step_;
-      if (first_copy) cached[g].push_back(CachedBlock{b, hash});  // a duplicate copy is not news
+      if (first_copy) cached[g].push_back(CachedBlock{b, hash, page});  // a duplicate copy is not news
     }
     table.considered = std::max(table.considered, end_block);
   }
@@ -350,11 +356,20 @@ void GroupCoordinator::audit() const {
       }
     }
   }
+  for (std::uint32_t page = 0; page < pins_.size(); ++page) holders.pins[page] += pins_[page];
+  std::size_t landing = 0;
+  for (std::uint32_t page = 0; page < landing_.size(); ++page) {
+    if (!landing_[page]) continue;
+    KVTIER_ASSERT(pool_.is_private_page(PageId(page)), "landing page ", page, " is not a private page");
+    ++holders.refs[page];
+    ++landing;
+  }
   pool_.audit(holders);
-  std::size_t pages = null_page_ ? 1 : 0;
+  std::size_t pages = (null_page_ ? 1 : 0) + landing + pool_.quarantined();
   for (const GroupUsage& group : usage()) pages += group.active + group.inactive;
-  KVTIER_ASSERT(pages + pool_.free_capacity() == pool_.capacity(), "held, cached and free pages (", pages, " + ",
-                pool_.free_capacity(), ") differ from the capacity ", pool_.capacity());
+  KVTIER_ASSERT(pages + pool_.free_capacity() == pool_.capacity(),
+                "held, cached, landing, quarantined and free pages (", pages, " + ", pool_.free_capacity(),
+                ") differ from the capacity ", pool_.capacity());
 }
 
 }  // namespace kvtier::g1

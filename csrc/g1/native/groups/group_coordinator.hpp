@@ -9,9 +9,11 @@
 // and asks each group's GroupRule for what is kind-specific.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "g1/native/groups/group_rule.hpp"
@@ -46,6 +48,19 @@ class GroupCoordinator {
   /// would take now: the fixed point from vLLM's candidate `prompt_tokens - 1`
   /// (a single full-attention group: `prompt_tokens`), in scheduler units.
   GroupHit find_hit(std::span<const SequenceHash> hashes, std::size_t prompt_tokens) const;
+  /// Whether a tier below G1 holds block `block` of `group` (its hash's copy for that group).
+  using TierHolds = std::function<bool(std::size_t group, std::size_t block)>;
+  /// The same fixed point over G1 and a lower tier together: a position
+  /// counts when G1 caches it or `tier_holds` says the tier does (what a
+  /// swap-in can bring back before the allocation takes the hit).
+  std::size_t find_hit_with(std::span<const SequenceHash> hashes, std::size_t prompt_tokens,
+                            const TierHolds& tier_holds) const;
+  /// The first block of `group` a hit of `tokens` tokens takes (earlier ones are null).
+  std::size_t first_hit_block(std::size_t group, std::size_t tokens) const;
+  /// Whether block `block` of `group` is cached in G1 now (a hit).
+  bool cached_block(std::span<const SequenceHash> hashes, std::size_t group, std::size_t block) const {
+    return cached_page(hashes, group, block).has_value();
+  }
 
   /// Gives `owner` slots for `tokens` tokens. A new owner first takes the
   /// cached prefix of `reuse_tokens` (a scheduler-unit multiple every group
@@ -59,6 +74,7 @@ class GroupCoordinator {
   struct CachedBlock {
     std::size_t block = 0;
     SequenceHash hash;
+    PageId page;
   };
   /// `owner` has computed its first `computed` tokens: the blocks each group
   /// caches up to the last scheduler boundary enter the hash index. Returns
@@ -106,6 +122,36 @@ class GroupCoordinator {
   /// InvariantError when the tables, the pool and the null page disagree.
   void audit() const;
 
+  // The offload tier's side (grouped_backend_tier.cpp, docs/offload.md).
+  /// A cached copy an allocation evicted while quarantine is on: its page
+  /// keeps its bytes until the tier's copy of them stopped.
+  struct EvictedCopy {
+    PageId page;
+    SequenceHash hash;
+    std::size_t group = 0;
+  };
+  /// On: evicting a last cached copy quarantines its page (an allocation that
+  /// evicts so does not commit: take_quarantined lists the victims).
+  void set_quarantine(bool on) noexcept { pool_.set_quarantine(on); }
+  /// The copies the last failed reservations quarantined, oldest first.
+  std::vector<EvictedCopy> take_quarantined() { return std::exchange(quarantined_, {}); }
+  /// The tier's copy of a quarantined page stopped: the page is free.
+  void release_quarantined(PageId page) { pool_.release_quarantined(page); }
+  std::uint32_t quarantined_pages() const noexcept { return pool_.quarantined(); }
+  /// Pins the G1 copies of (hash, group) `blocks` so no eviction takes them:
+  /// all of them, or nothing (nullopt).
+  std::optional<NativeReservation> pin_cached(std::span<const std::pair<SequenceHash, std::size_t>> blocks);
+  void unpin(NativeReservation& pins) noexcept;
+  /// `count` fresh pages no table holds (a swap-in's destination); nullopt
+  /// when the pool cannot give them, or when making room quarantined copies.
+  std::optional<std::vector<PageId>> take_landing_pages(std::size_t count);
+  /// Gives a landing page back unused.
+  void release_landing_page(PageId page);
+  /// A landing page now holds the bytes of `hash`'s block of `group`: it
+  /// joins the hash index, inactive (false: G1 caches a copy already and the
+  /// page is freed instead).
+  bool register_landed(PageId page, SequenceHash hash, std::size_t group);
+
  private:
   struct Table {
     std::vector<PageId> pages;
@@ -124,7 +170,13 @@ class GroupCoordinator {
   /// The fixed point at most `candidate` tokens: its length and the first
   /// group's own; `active_only` counts only pages a running request holds.
   std::pair<std::size_t, std::size_t> fixed_point(std::span<const SequenceHash> hashes, std::size_t candidate,
-                                                  bool active_only) const;
+                                                  bool active_only, const TierHolds* tier_holds = nullptr) const;
+  /// vLLM's hybrid candidate: the last token is always computed (its logits).
+  std::size_t candidate_of(std::size_t prompt_tokens) const noexcept {
+    return geometry_.has_null_page() ? prompt_tokens - 1 : prompt_tokens;
+  }
+  /// Notes the outcome's quarantined victims (before note_removed forgets their keys).
+  void note_quarantined(std::span<const PrefixPin> victims);
   void release_skipped(Owner& owner);
   void note_removed(std::span<const SequenceHash> keys);
 
@@ -148,6 +200,9 @@ class GroupCoordinator {
   std::unordered_map<std::uint32_t, std::uint64_t> state_step_;  // Mamba page -> step it was cached in
   std::uint64_t step_ = 0;
   std::vector<std::uint64_t> hit_pages_;  // by group
+  std::vector<EvictedCopy> quarantined_;
+  std::vector<bool> landing_;        // by page: taken for a swap-in, not registered yet
+  std::vector<std::uint32_t> pins_;  // by page: pins of pin_cached still held
 };
 
 }  // namespace kvtier::g1

@@ -63,10 +63,16 @@ G1Acquire GroupedBackend::allocate(OwnerId owner, const ActiveSequence& sequence
                                    std::size_t reuse_tokens) {
   KVTIER_EXPECTS(tokens <= sequence.len(), "cannot allocate ", tokens, " tokens of a sequence of ", sequence.len());
   const std::vector<SequenceHash> hashes = hashes_of(sequence);
-  const bool ready = coordinator_.allocate(owner, hashes, tokens, reuse_tokens);
-  publish_removed();  // evictions happen only when the allocation commits
-  if (!ready) return G1Acquire::capacity_exhausted();
-  return G1Acquire::ready(coordinator_.table(owner, 0).size());
+  for (;;) {
+    const bool ready = coordinator_.allocate(owner, hashes, tokens, reuse_tokens);
+    publish_removed();
+    if (ready) return G1Acquire::ready(coordinator_.table(owner, 0).size());
+    if (tier_ == nullptr) return G1Acquire::capacity_exhausted();
+    // Evictions of last copies went to quarantine: the tier copies them first (§5.3).
+    const auto transfer = swap_out_quarantined();
+    if (!transfer) return G1Acquire::capacity_exhausted();
+    if (*transfer != 0) return blocked_on(*transfer);
+  }
 }
 
 void GroupedBackend::finalize(OwnerId owner, const ActiveSequence& sequence, std::size_t computed) {
@@ -91,7 +97,23 @@ void GroupedBackend::finalize(OwnerId owner, const ActiveSequence& sequence, std
       stored.blocks.push_back(StoredBlock{block.hash, compute_local_block_hash(tokens)});
       stored.token_ids->append(tokens);
     }
+    if (tier_ != nullptr) remember_for_tier(g, cached[g], stored, hashes);
     publisher_.publish_stored(StorageTier::Device, std::move(stored), event_group(g));
+  }
+}
+
+void GroupedBackend::remember_for_tier(std::size_t group, std::span<const GroupCoordinator::CachedBlock> cached,
+                                       const KvStored& stored, std::span<const SequenceHash> hashes) {
+  const std::uint64_t format = coordinator_.geometry().block_fingerprint(group);
+  for (std::size_t i = 0; i < cached.size(); ++i) {
+    const std::size_t b = cached[i].block;
+    tier_blocks_[cached[i].page.value()] =
+        TieredBlock{.plh = group_tier_key(cached[i].hash, group),
+                    .hash = cached[i].hash,
+                    .parent = b > 0 ? std::optional(hashes[coordinator_.hash_index(group, b - 1)]) : std::nullopt,
+                    .local = stored.blocks[i].local,
+                    .token_ids = std::nullopt,
+                    .format = format};
   }
 }
 

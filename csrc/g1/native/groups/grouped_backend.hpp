@@ -4,14 +4,15 @@
 // GroupCoordinator, driven by requests — allocate slots, finalize what was
 // computed, free — as vLLM's KVCacheManager is. Dynamo's MoveBlock signals
 // name one block table per request and have no groups, so every signal call
-// is refused with a ContractError that says what to use instead; offload
-// tiers are not attached to such a manager yet.
+// is refused with a ContractError that says what to use instead. An offload
+// tier keeps each group's blocks under (hash, group) (grouped_backend_tier.cpp).
 #include <cstdint>
 #include <span>
 #include <unordered_map>
 #include <vector>
 
 #include "g1/common/block_manager.hpp"
+#include "g1/common/reservation_ledger.hpp"
 #include "g1/native/groups/group_coordinator.hpp"
 #include "kvtier/core/kv_event_publisher.hpp"
 
@@ -34,6 +35,23 @@ class GroupedBackend final : public BlockManager {
   GroupPatterns patterns(OwnerId owner, const ActiveSequence& sequence, std::size_t group, std::size_t first_block,
                          std::size_t end_block) const;
   const GroupCoordinator& coordinator() const noexcept { return coordinator_; }
+  /// The event fields of `group` (group_idx, kind, window, block size).
+  KvEventGroup event_group(std::size_t group) const;
+
+  // The offload tier (grouped_backend_tier.cpp).
+  void attach_offload(OffloadTier* tier) override;
+  void release_quarantined(std::span<const PageId> pages) override;
+  std::size_t quarantined() const override { return coordinator_.quarantined_pages(); }
+  /// Pins G1 blocks named by group_tier_key.
+  std::optional<std::uint64_t> pin_prefix(std::span<const PositionalLineageHash> plhs) override;
+  void release_pins(std::uint64_t pins) override;
+  SlotGrant reserve_slots(std::size_t count) override;
+  std::span<const PageId> reserved_slots(std::uint64_t slots) const override { return slots_.at(slots); }
+  void release_slots(std::uint64_t slots) override;
+  std::optional<std::size_t> register_swapped_in(std::uint64_t slots, std::span<const TieredBlock> blocks) override;
+  /// The blocks a swap-in brings back before `sequence`'s first allocation
+  /// (G1Manager::group_swap_in_plan): the fixed point over G1 and the tier.
+  GroupSwapInPlan plan_swap_in(const ActiveSequence& sequence, std::size_t prompt_tokens) const;
 
   // Signals: refused.
   G1Acquire process(OwnerId, const MoveBlock&, std::size_t) override { refuse_signal(); }
@@ -70,11 +88,26 @@ class GroupedBackend final : public BlockManager {
   void check_sequence(const ActiveSequence& sequence) const;
   /// Removed events of every group's evictions since the last call.
   void publish_removed();
-  KvEventGroup event_group(std::size_t group) const;
+  /// Remembers what the tier needs of the blocks `group` just cached (their parent and local hash).
+  void remember_for_tier(std::size_t group, std::span<const GroupCoordinator::CachedBlock> cached,
+                         const KvStored& stored, std::span<const SequenceHash> hashes);
+  /// The tier block of (hash, group) cached on `page`, as finalize remembered it.
+  TieredBlock tier_block(PageId page, SequenceHash hash, std::size_t group) const;
+  /// Hands the quarantined victims of the last reservation to the tier:
+  /// the transfer that copies them, 0 when every one was filtered (their
+  /// pages are free: retry now), nullopt when there were none.
+  std::optional<std::uint64_t> swap_out_quarantined();
+  /// BlockedOnOffload on `transfer`, with the tier's earliest deadline (§5.3).
+  G1Acquire blocked_on(std::uint64_t transfer) const;
 
   GroupCoordinator coordinator_;
   bool caching_;
   KvEventPublisher& publisher_;
+  OffloadTier* tier_ = nullptr;
+  std::unordered_map<std::uint32_t, TieredBlock> tier_blocks_;  // by page: what a cached copy is to the tier
+  detail::ReservationIds reservation_ids_;
+  detail::ReservationLedger<NativeReservation> pins_{"prefix pin"};
+  detail::ReservationLedger<std::vector<PageId>> slots_{"slot"};
 };
 
 }  // namespace kvtier::g1

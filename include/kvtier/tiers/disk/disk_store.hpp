@@ -62,6 +62,10 @@ struct DiskStoreConfig {
   /// a valid one are served; a tier file written under another key (or
   /// none) is refused unless reformat.
   std::optional<TierKey> key{};
+  /// A manager with KV cache groups: each group's block fingerprint
+  /// (ModelGeometry::block_fingerprint), so a record serves only its group
+  /// and format (BlockFormats). Empty: one layout.
+  std::vector<std::uint64_t> group_formats{};
 };
 
 /// Faults a test or the script injects: the Nth operation of a kind that
@@ -123,7 +127,7 @@ class DiskStore final : public LowerTier {
   /// every slot is being written or read, or every write buffer is taken.
   /// Queued writes are submitted together by the next poll or read.
   WriteStart write(const g1::TieredBlock& block, std::span<const std::byte> payload,
-                   std::vector<SequenceHash>& evicted) override;
+                   std::vector<g1::TieredBlock>& evicted) override;
   std::size_t read_room() const noexcept override { return free_buffers_.size(); }
   /// Operations issued and not yet completed (queued, submitted or backlogged).
   std::size_t in_flight() const noexcept { return operations_.size(); }
@@ -201,7 +205,8 @@ class DiskStore final : public LowerTier {
   std::optional<TierDirectory> directory_;
   DirectFile file_;
   SlotGeometry geometry_;
-  std::uint64_t fingerprint_;
+  std::uint64_t fingerprint_;  // the layout's: the file's identity
+  BlockFormats formats_;       // each record's
   std::uint32_t capacity_;
   IoQueue queue_;
   SlotScan recovered_;

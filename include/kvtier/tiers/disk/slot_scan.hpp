@@ -62,6 +62,6 @@ struct SlotScan {
 /// headers only. With `key`, a record of no key or another is not resident.
 /// Throws TransferError when a read fails outright.
 SlotScan scan_slots(const DirectFile& file, const SlotGeometry& geometry, std::uint64_t slots,
-                    std::uint64_t fingerprint, IoQueue& queue, const TierKey* key = nullptr);
+                    const BlockFormats& formats, IoQueue& queue, const TierKey* key = nullptr);
 
 }  // namespace kvtier::tiers::disk

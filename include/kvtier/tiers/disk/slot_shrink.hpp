@@ -18,6 +18,6 @@ namespace kvtier::tiers::disk {
 /// blocks dropped (a block that failed to verify is counted corrupt instead).
 /// The caller truncates the file after. TransferError when a read or write fails.
 std::uint32_t shrink_slots(const DirectFile& file, const SlotGeometry& geometry, SlotScan& scan, std::uint32_t capacity,
-                           std::uint64_t fingerprint, const TierKey* key);
+                           const BlockFormats& formats, const TierKey* key);
 
 }  // namespace kvtier::tiers::disk

@@ -61,6 +61,9 @@ struct SharedStoreConfig {
   /// served; its id is part of every key, so instances of another key (or
   /// none) never meet these values.
   std::optional<TierKey> key{};
+  /// A manager with KV cache groups: each group's block fingerprint
+  /// (BlockFormats); a value of another group format is never served. Empty: one layout.
+  std::vector<std::uint64_t> group_formats{};
 };
 
 /// What a shared store counts besides LowerTierStats.
@@ -107,7 +110,7 @@ class SharedStore final : public LowerTier {
   std::vector<std::optional<g1::TieredBlock>> lookup(std::span<const PositionalLineageHash> plhs) override;
   std::vector<g1::TieredBlock> resident_blocks() const override { return {}; }
   WriteStart write(const g1::TieredBlock& block, std::span<const std::byte> payload,
-                   std::vector<SequenceHash>& evicted) override;
+                   std::vector<g1::TieredBlock>& evicted) override;
   std::size_t read_room() const noexcept override;
   std::optional<std::uint64_t> read(std::span<const PositionalLineageHash> plhs,
                                     std::span<std::byte* const> pages) override;
@@ -158,7 +161,8 @@ class SharedStore final : public LowerTier {
   std::size_t page_bytes_;
   std::size_t header_bytes_;     // a record header of a full block's tokens
   std::size_t max_value_bytes_;  // the largest value a block has: header and page
-  std::uint64_t fingerprint_;
+  std::uint64_t fingerprint_;    // the layout's: the key namespace's
+  BlockFormats formats_;         // each value's
   std::string key_prefix_;
   // The caller's thread (lookups) and the worker each have their connections.
   RedisCluster lookup_cluster_;
@@ -183,7 +187,7 @@ class SharedStore final : public LowerTier {
   std::size_t reads_in_flight_ = 0;   // blocks
   std::vector<WriteDone> writes_done_;
   std::vector<LowerRead> reads_done_;
-  std::vector<SequenceHash> dropped_;
+  std::vector<g1::TieredBlock> dropped_;
   LowerTierStats stats_;
   SharedStoreStats shared_;
   bool said_down_ = false;
