@@ -70,11 +70,30 @@ nlohmann::ordered_json comparison(const replay::ReplayReport& hybrid, const repl
           {"preemptions_no_hybrid", single.preemptions}};
 }
 
+/// One form's replay over config.instances instances (each its own session;
+/// with --shared-tier they share G4): the combined report, and its JSON with
+/// the instances' own beside it.
+std::pair<replay::ReplayReport, nlohmann::ordered_json> replay_form(memory::Runtime& runtime,
+                                                                    const replay::ReplayConfig& config,
+                                                                    const std::vector<replay::TraceRequest>& requests,
+                                                                    const std::string& workload,
+                                                                    const std::string& runtime_name) {
+  const std::vector<replay::ReplayReport> reports = replay::replay_instances(runtime, config, requests);
+  replay::ReplayReport report = replay::combine(reports);
+  nlohmann::ordered_json json = report_json(report, config, workload, runtime_name);
+  if (reports.size() > 1) {
+    json["per_instance"] = nlohmann::ordered_json::array();
+    for (const replay::ReplayReport& r : reports) {
+      json["per_instance"].push_back(report_json(r, config, workload, runtime_name));
+    }
+  }
+  return {std::move(report), std::move(json)};
+}
+
 }  // namespace
 
 int run_model_replay(const ModelReplayOptions& options, replay::ReplayConfig base, memory::Runtime& runtime,
                      const std::vector<replay::TraceRequest>& requests, const std::string& workload) {
-  if (base.instances != 1) throw ConfigError("--model replays one instance");
   const ModelInfoOptions info{.model = options.model,
                               .model_config = options.model_config,
                               .gpu_memory_gb = options.gpu_memory_gb,
@@ -119,15 +138,15 @@ int run_model_replay(const ModelReplayOptions& options, replay::ReplayConfig bas
   const std::string runtime_name = memory::runtime_kind_name(runtime.kind());
   const ModelForm& first = options.no_hybrid ? *single : hybrid;
   const replay::ReplayConfig first_config = config_for(first, options, base, max_model_len);
-  const replay::ReplayReport report = replay::replay(runtime, first_config, requests);
-  out[options.no_hybrid ? "no_hybrid" : "hybrid"] = report_json(report, first_config, workload, runtime_name);
+  auto [report, report_out] = replay_form(runtime, first_config, requests, workload, runtime_name);
+  out[options.no_hybrid ? "no_hybrid" : "hybrid"] = std::move(report_out);
   print_report(out[options.no_hybrid ? "no_hybrid" : "hybrid"]);
   std::size_t mismatches = report.mismatches + report.attention_mismatches;
   nlohmann::ordered_json rows = nlohmann::ordered_json::array({out[options.no_hybrid ? "no_hybrid" : "hybrid"]});
   if (compare) {
     const replay::ReplayConfig single_config = config_for(*single, options, base, max_model_len);
-    const replay::ReplayReport baseline = replay::replay(runtime, single_config, requests);
-    out["no_hybrid"] = report_json(baseline, single_config, workload, runtime_name);
+    auto [baseline, baseline_out] = replay_form(runtime, single_config, requests, workload, runtime_name);
+    out["no_hybrid"] = std::move(baseline_out);
     std::cout << "\n--no-hybrid (one full-attention group, vLLM's --disable-hybrid-kv-cache-manager):\n";
     print_report(out["no_hybrid"]);
     rows.push_back(out["no_hybrid"]);

@@ -223,7 +223,6 @@ int run(const ReplayOptions& o) {
     if (!o.kv_events.endpoint.empty() || o.metrics.port || !o.metrics.file.empty()) {
       throw ConfigError("--model replays report on stdout and --json: not with --kv-events or --metrics-*");
     }
-    if (config.instances > 1) throw ConfigError("--model replays one instance");
     if (!o.sweep_capacity.empty()) throw ConfigError("--model sizes G1 from --gpu-memory-gb: not --sweep-capacity");
     if (!o.max_running_given) config.max_running = 256;
     ModelReplayOptions model = o.model;

@@ -49,7 +49,8 @@ std::string group_lines(const nlohmann::ordered_json& j) {
   std::size_t i = 0;
   for (const auto& g : j["groups"]) {
     out << "group " << i++ << ":       " << g["kind"].get<std::string>() << " (block " << g["block_size"]
-        << "): " << g["hit_pages"] << " pages hit, " << g["stored_blocks"] << " blocks cached, " << g["removed_blocks"]
+        << "): " << g["hit_pages"] << " pages hit (" << 100.0 * g["hit_rate"].get<double>()
+        << "% of the pages its tables took), " << g["stored_blocks"] << " blocks cached, " << g["removed_blocks"]
         << " evicted; " << g["pages_written"] << " pages written (" << g["check"].get<std::string>() << "), "
         << g["pages_verified"] << " hit pages verified, " << g["mismatches"] << " mismatches";
     if (g["check"] == "kv") {
@@ -171,17 +172,22 @@ nlohmann::ordered_json report_json(const replay::ReplayReport& r, const replay::
   if (!r.groups.empty()) {
     nlohmann::ordered_json groups = nlohmann::ordered_json::array();
     for (const replay::GroupReplayCounts& g : r.groups) {
-      groups.push_back({{"kind", g.kind},
-                        {"block_size", g.block_size},
-                        {"hit_pages", g.hit_pages},
-                        {"stored_blocks", g.stored_blocks},
-                        {"removed_blocks", g.removed_blocks},
-                        {"pages_written", g.pages_written},
-                        {"pages_verified", g.pages_verified},
-                        {"mismatches", g.mismatches},
-                        {"check", g.check},
-                        {"attention_sequences", g.attention_sequences},
-                        {"attention_mismatches", g.attention_mismatches}});
+      groups.push_back(
+          {{"kind", g.kind},
+           {"block_size", g.block_size},
+           {"hit_pages", g.hit_pages},
+           {"fresh_pages", g.fresh_pages},
+           {"hit_rate", g.hit_pages + g.fresh_pages > 0
+                            ? static_cast<double>(g.hit_pages) / static_cast<double>(g.hit_pages + g.fresh_pages)
+                            : 0.0},
+           {"stored_blocks", g.stored_blocks},
+           {"removed_blocks", g.removed_blocks},
+           {"pages_written", g.pages_written},
+           {"pages_verified", g.pages_verified},
+           {"mismatches", g.mismatches},
+           {"check", g.check},
+           {"attention_sequences", g.attention_sequences},
+           {"attention_mismatches", g.attention_mismatches}});
     }
     out["groups"] = std::move(groups);
   }

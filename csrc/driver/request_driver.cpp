@@ -205,13 +205,26 @@ SwapInOutcome RequestDriver::swap_in_prefix(const ActiveSequence& sequence, std:
 Admission RequestDriver::admit(g1::OwnerId owner, ActiveSequence& sequence, std::size_t prompt_tokens,
                                std::size_t chunk_tokens) {
   Admission admission;
+  const bool groups = manager_->has_groups();
+  const std::size_t block_size = manager_->block_size();
+  const std::size_t before =
+      groups && manager_->has_offload_engine() ? manager_->get_prefill_cost(sequence).cached_tokens : 0;
   const SwapInOutcome swap_in = swap_in_prefix(sequence, prompt_tokens);
+  admission.swapped_in_pages = swap_in.registered;
   admission.swapped_in = swap_in.registered;
   admission.swapped_in_from_lower = swap_in.from_lower;
   admission.swapped_in_from_external = swap_in.from_external;
   admission.manager_calls = swap_in.manager_calls;
-  const std::size_t block_size = manager_->block_size();
   const std::size_t cached = manager_->get_prefill_cost(sequence).cached_tokens;
+  if (groups) {
+    // The blocks the swap-in added to the groups' hit; each lower tier's share of its pages.
+    admission.swapped_in = cached > before ? (cached - before) / block_size : 0;
+    const auto share = [&](std::size_t pages) {
+      return swap_in.registered == 0 ? 0 : (admission.swapped_in * pages + swap_in.registered / 2) / swap_in.registered;
+    };
+    admission.swapped_in_from_lower = share(swap_in.from_lower);
+    admission.swapped_in_from_external = std::min(share(swap_in.from_external), admission.swapped_in_from_lower);
+  }
   // With groups the hit is the groups' fixed point over every token (a
   // preempted request's generated ones too, as vLLM's get_computed_blocks):
   // a shorter length need not be a hit in a window or Mamba group, so the

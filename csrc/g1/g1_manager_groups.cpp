@@ -34,6 +34,11 @@ std::vector<std::uint64_t> G1Manager::group_hit_pages() const {
   return grouped_->coordinator().hit_pages();
 }
 
+std::vector<std::uint64_t> G1Manager::group_fresh_pages() const {
+  if (grouped_ == nullptr) return {};
+  return grouped_->coordinator().fresh_pages();
+}
+
 std::optional<PageId> G1Manager::null_page() const {
   return grouped_ != nullptr ? grouped_->coordinator().null_page() : std::nullopt;
 }

@@ -102,8 +102,10 @@ std::size_t GroupPageCheck::pages_verified() const noexcept {
 std::vector<GroupReplayCounts> GroupPageCheck::counts() const {
   std::vector<GroupReplayCounts> out = counts_;
   const std::vector<std::uint64_t> hits = manager_->group_hit_pages();
+  const std::vector<std::uint64_t> fresh = manager_->group_fresh_pages();
   for (std::size_t g = 0; g < out.size(); ++g) {
     out[g].hit_pages = g < hits.size() ? hits[g] : 0;
+    out[g].fresh_pages = g < fresh.size() ? fresh[g] : 0;
     out[g].stored_blocks = events_->stored(g);
     out[g].removed_blocks = events_->removed(g);
   }

@@ -94,6 +94,7 @@ ReplayReport combine(const std::vector<ReplayReport>& reports) {
         GroupReplayCounts& sum = total.groups[g];
         const GroupReplayCounts& part = r.groups[g];
         sum.hit_pages += part.hit_pages;
+        sum.fresh_pages += part.fresh_pages;
         sum.stored_blocks += part.stored_blocks;
         sum.removed_blocks += part.removed_blocks;
         sum.pages_written += part.pages_written;

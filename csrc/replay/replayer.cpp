@@ -334,7 +334,7 @@ class Replay {
       }
       const driver::Admission admission = driver().admit(r.owner, r.sequence, r.prompt_length, chunk);
       report_.allocator_ops += admission.manager_calls;
-      report_.swap_ins += admission.swapped_in;
+      report_.swap_ins += admission.swapped_in_pages;
       if (!admission.acquire.is_ready()) {
         if (grouped_ && running_.size() == 1) {
           running_.clear();

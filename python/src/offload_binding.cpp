@@ -73,6 +73,27 @@ void bind_offload_calls(nb::class_<PyManager>& c) {
           "Whether the block is resident in the G2 host tier.")
       .def("earliest_offload_deadline", [](PyManager& m) { return m.manager().earliest_offload_deadline(); })
       .def(
+          "group_swap_in_plan",
+          [](PyManager& m, RequestState& r, std::optional<std::size_t> prompt_tokens) {
+            m.session().check_request(r);
+            const g1::GroupSwapInPlan plan = m.call(
+                [&] { return m.manager().group_swap_in_plan(r.sequence, prompt_tokens.value_or(r.sequence.len())); });
+            const auto pairs = [](const std::vector<PositionalLineageHash>& keys) {
+              nb::list out;
+              for (const PositionalLineageHash& key : keys) out.append(nb::make_tuple(key.high(), key.low()));
+              return out;
+            };
+            nb::dict out;
+            out["tokens"] = plan.tokens;
+            out["pin"] = pairs(plan.pin);
+            out["fetch"] = pairs(plan.fetch);
+            return out;
+          },
+          "request"_a, "prompt_tokens"_a = nb::none(),
+          "A manager with KV cache groups: what a swap-in before the request's first allocate brings back — "
+          "{'tokens': the groups' hit over G1 and the tiers, 'pin': G1 blocks to pin_prefix, 'fetch': tier blocks "
+          "to swap_in}, as (group, hash) keys (docs/offload.md, \"KV cache groups\").")
+      .def(
           "pin_prefix",
           [](PyManager& m, nb::handle plhs) -> std::optional<PrefixPinsHandle> {
             const auto list = tier_keys(m, plhs);

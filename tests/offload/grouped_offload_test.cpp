@@ -104,11 +104,15 @@ TEST_F(GroupedOffload, EveryGroupsBlocksComeBackFromG2IntoTheirGroupByteForByte)
   // a again: the groups' fixed point over G1 and G2 is 48 tokens (vLLM's
   // candidate leaves the last token): full attention blocks 0-2, the window's 1-2.
   ActiveSequence again = prompt_of(100, 64);
+  const std::size_t g1_hit_before = session_->manager().get_prefill_cost(again).cached_tokens;
+  EXPECT_LT(g1_hit_before, 48U);
   driver::RequestDriver driver = session_->driver();
   const driver::Admission admission = driver.admit(g1::OwnerId(3), again, 64, 64);
   ASSERT_TRUE(admission.acquire.is_ready());
-  EXPECT_GT(admission.swapped_in, 0U);
   EXPECT_EQ(admission.cached_blocks, 3U);
+  // Every page of the hit that G1 no longer held came from G2.
+  EXPECT_GT(admission.swapped_in_pages, 0U);
+  EXPECT_EQ(admission.swapped_in, 3U - g1_hit_before / kBlock);
   const auto table_window = session_->manager().block_table(g1::OwnerId(3), 1);
   EXPECT_EQ(table_window[0], *session_->manager().null_page());  // outside the window: never brought back
   std::size_t compared = 0;

@@ -66,3 +66,58 @@ def test_impossible_groups_are_refused():
     assert m.allocate(r).ready
     with pytest.raises(kvtier.ContractError):
         m.block_table(r, group=2)
+
+
+def test_a_groups_blocks_come_back_from_g2_through_the_swap_in_plan():
+    f16 = [dict(g, layout={"dtype": "fp16"}) for g in FULL_AND_WINDOW]
+    m = kvtier.Manager(groups=f16, capacity=11, block_size=16, host_blocks=32, device="host")
+    keys = [np.from_dlpack(m.group_cache(g, 0)["key"]) for g in range(2)]
+
+    def mark(r):  # each (group, block) page of r holds its own values
+        for g in range(2):
+            for b, page in enumerate(m.block_table(r, group=g)):
+                if page != m.null_page:
+                    keys[g][page] = 100 * g + b
+
+    prompt = list(range(100, 164))
+    a = m.add_request(prompt)
+    assert m.allocate(a).ready
+    mark(a)
+    m.finalize(a, len(a))
+    m.finish(a)
+    other = m.add_request(list(range(5000, 5064)))  # takes the pages: a's blocks go to G2
+    while m.allocate(other).result == "blocked_on_offload":
+        m.collect_offloads(wait=True)
+    keys = [np.from_dlpack(m.group_cache(g, 0)["key"]) for g in range(2)]
+    for g in range(2):
+        for page in m.block_table(other, group=g):
+            if page != m.null_page:
+                keys[g][page] = -1
+    m.finalize(other, len(other))
+    m.finish(other)
+    m.collect_offloads(wait=True)
+    again = m.add_request(prompt)
+    before = m.prefill_cost(again).cached_tokens
+    plan = m.group_swap_in_plan(again)
+    # The groups' fixed point over G1 and G2: 48 tokens (the last token is computed);
+    # the window's block 0 is outside it and never fetched.
+    assert plan["tokens"] == 48 and before < 48 and plan["fetch"]
+    assert {group for group, _ in plan["fetch"]} <= {0, 1}
+    assert (1, again.blocks[0]) not in plan["fetch"]
+    start = m.swap_in(plan["fetch"], m.pin_prefix(plan["pin"]))
+    while start["status"] == "blocked_on_offload":  # making room in G1 offloads `other`'s blocks first
+        m.collect_offloads(wait=True)
+        plan = m.group_swap_in_plan(again)
+        start = m.swap_in(plan["fetch"], m.pin_prefix(plan["pin"]))
+    assert start["status"] == "scheduled" and start["count"] == len(plan["fetch"])
+    assert m.register_swap_in(start["swap_in_id"])["registered"] == len(plan["fetch"])
+    assert m.prefill_cost(again).cached_tokens == 48
+    while m.allocate(again).result == "blocked_on_offload":
+        m.collect_offloads(wait=True)
+    assert len(m.block_table(again)) == 4
+    for g in range(2):  # every group's pages of the hit hold what was written before eviction
+        for b, page in enumerate(list(m.block_table(again, group=g))[:3]):
+            if page != m.null_page:
+                assert (keys[g][page] == 100 * g + b).all(), (g, b)
+    stored = [e for e in m.take_events() if e["type"] == "stored" and e["tier"] == "host_pinned"]
+    assert {e["group"] for e in stored} == {0, 1}

@@ -46,7 +46,12 @@ struct Admission {
   std::size_t swapped_in = 0;                // of those, blocks the swap-in brought back from the offload tier
   std::size_t swapped_in_from_lower = 0;     // of those, blocks read from below G2 (G3 or G4) on the way
   std::size_t swapped_in_from_external = 0;  // of those, blocks from the shared store (G4)
-  std::size_t allocated_to = 0;              // tokens allocated when ready: the cached ones and the first chunk
+  /// Pages the swap-in registered in G1. With groups a hit block is a page of
+  /// each group that holds it, so `swapped_in` is the blocks the swap-in
+  /// added to the groups' hit, and the lower tiers' shares of them are their
+  /// shares of these pages.
+  std::size_t swapped_in_pages = 0;
+  std::size_t allocated_to = 0;  // tokens allocated when ready: the cached ones and the first chunk
   std::size_t manager_calls = 0;
 };
 

@@ -142,6 +142,8 @@ class G1Manager {
   /// Per group, cached pages requests took as prefix hits since the start
   /// (a manager without groups: empty).
   std::vector<std::uint64_t> group_hit_pages() const;
+  /// Per group, the fresh pages (not hits, not the null page) its tables took since the start.
+  std::vector<std::uint64_t> group_fresh_pages() const;
   /// The null page, when the manager keeps one.
   std::optional<PageId> null_page() const;
   /// Gives `owner` slots for the first `tokens` tokens of `sequence`: a new

@@ -23,9 +23,10 @@ namespace kvtier::replay {
 
 /// One group's share of a replay.
 struct GroupReplayCounts {
-  std::string kind;              // group_kind_name
-  std::uint32_t block_size = 0;  // tokens
-  std::uint64_t hit_pages = 0;   // cached pages requests took as prefix hits
+  std::string kind;               // group_kind_name
+  std::uint32_t block_size = 0;   // tokens
+  std::uint64_t hit_pages = 0;    // cached pages requests took as prefix hits
+  std::uint64_t fresh_pages = 0;  // pages requests took fresh (hit_pages / both: the group's hit rate)
   std::uint64_t stored_blocks = 0;
   std::uint64_t removed_blocks = 0;  // evicted: the group's Device Removed events
   std::uint64_t pages_written = 0;

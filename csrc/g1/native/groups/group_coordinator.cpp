@@ -36,6 +36,7 @@ GroupCoordinator::GroupCoordinator(ModelGeometry geometry, std::uint32_t capacit
       page_group_(capacity, 0),
       removed_(geometry_.group_count()),
       hit_pages_(geometry_.group_count(), 0),
+      fresh_pages_(geometry_.group_count(), 0),
       landing_(capacity, false),
       pins_(capacity, 0) {
   KVTIER_EXPECTS(geometry_.group_count() > 0 && geometry_.group_count() <= 255,
@@ -231,6 +232,7 @@ bool GroupCoordinator::allocate(OwnerId owner, std::span<const SequenceHash> has
       }
       state.tables[g].pages.push_back(page);
     }
+    fresh_pages_[g] += fresh[g];
   }
   if (!running) owners_.emplace(owner, std::move(fresh_owner));
   return true;

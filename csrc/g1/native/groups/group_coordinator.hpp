@@ -111,6 +111,8 @@ class GroupCoordinator {
   std::vector<GroupUsage> usage() const;
   /// Per group, the cached pages requests have taken as prefix hits since the start.
   const std::vector<std::uint64_t>& hit_pages() const noexcept { return hit_pages_; }
+  /// Per group, the fresh pages its tables took since the start (hit_pages' complement).
+  const std::vector<std::uint64_t>& fresh_pages() const noexcept { return fresh_pages_; }
   /// Cached pages no request holds, the next victim first.
   std::vector<PageId> eviction_order() const { return pool_.inactive_order(); }
   /// Hashes of `group` whose last cached copy was evicted, oldest first, since the last call.
@@ -199,7 +201,8 @@ class GroupCoordinator {
   std::vector<std::vector<SequenceHash>> removed_;                                       // by group
   std::unordered_map<std::uint32_t, std::uint64_t> state_step_;  // Mamba page -> step it was cached in
   std::uint64_t step_ = 0;
-  std::vector<std::uint64_t> hit_pages_;  // by group
+  std::vector<std::uint64_t> hit_pages_;    // by group
+  std::vector<std::uint64_t> fresh_pages_;  // by group
   std::vector<EvictedCopy> quarantined_;
   std::vector<bool> landing_;        // by page: taken for a swap-in, not registered yet
   std::vector<std::uint32_t> pins_;  // by page: pins of pin_cached still held
