@@ -207,8 +207,8 @@ Admission RequestDriver::admit(g1::OwnerId owner, ActiveSequence& sequence, std:
   Admission admission;
   const bool groups = manager_->has_groups();
   const std::size_t block_size = manager_->block_size();
-  const std::size_t before =
-      groups && manager_->has_offload_engine() ? manager_->get_prefill_cost(sequence).cached_tokens : 0;
+  const bool tiered_groups = groups && manager_->has_offload_engine();
+  const std::size_t before = tiered_groups ? manager_->get_prefill_cost(sequence).cached_tokens : 0;
   const SwapInOutcome swap_in = swap_in_prefix(sequence, prompt_tokens);
   admission.swapped_in_pages = swap_in.registered;
   admission.swapped_in = swap_in.registered;
@@ -216,7 +216,7 @@ Admission RequestDriver::admit(g1::OwnerId owner, ActiveSequence& sequence, std:
   admission.swapped_in_from_external = swap_in.from_external;
   admission.manager_calls = swap_in.manager_calls;
   const std::size_t cached = manager_->get_prefill_cost(sequence).cached_tokens;
-  if (groups) {
+  if (tiered_groups) {
     // The blocks the swap-in added to the groups' hit; each lower tier's share of its pages.
     admission.swapped_in = cached > before ? (cached - before) / block_size : 0;
     const auto share = [&](std::size_t pages) {

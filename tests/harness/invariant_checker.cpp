@@ -89,16 +89,18 @@ std::optional<std::string> InvariantChecker::check_host_event(const nlohmann::or
     if (event.at("blocks").size() != 1) return "a HostPinned Stored of other than one block";
     const std::uint64_t hash = event.at("blocks").at(0).at("hash").get<std::uint64_t>();
     host_seen_.insert(hash);
-    if (!host_stored_.insert(hash).second && consistent_)
+    if (!host_stored_.insert(event_key(event, hash)).second && consistent_)
       return "HostPinned Stored of hash " + std::to_string(hash) + " twice";
+    ++host_copies_[hash];
     return std::nullopt;
   }
   for (const auto& value : event.at("hashes")) {
     const std::uint64_t hash = value.get<std::uint64_t>();
     host_seen_.insert(hash);
-    if (host_stored_.erase(hash) == 0 && consistent_) {
+    if (host_stored_.erase(event_key(event, hash)) == 0 && consistent_) {
       return "HostPinned Removed of hash " + std::to_string(hash) + " that G2 did not store";
     }
+    if (host_copies_[hash] > 0) --host_copies_[hash];
   }
   return std::nullopt;
 }
@@ -119,10 +121,10 @@ std::optional<std::string> InvariantChecker::check_state(const script::ScriptRun
     }
   }
   for (const std::uint64_t hash : host_seen_) {
-    if (consistent_ && manager.is_host_cached(SequenceHash(hash)) != host_stored_.contains(hash)) {
+    const bool stored = host_copies_[hash] > 0;
+    if (consistent_ && manager.is_host_cached(SequenceHash(hash)) != stored) {
       return "hash " + std::to_string(hash) +
-             (host_stored_.contains(hash) ? " is stored in G2 by the events but not resident"
-                                          : " is resident in G2 but the events removed it");
+             (stored ? " is stored in G2 by the events but not resident" : " is resident in G2 but the events removed it");
     }
   }
   if (!manager.has_offload_engine() && !host_seen_.empty()) return "HostPinned events without an offload tier";

@@ -280,6 +280,7 @@ std::string RandomOperations::malformed() {
 }
 
 std::string RandomOperations::next_grouped(const script::ScriptRunner& runner) {
+  if (config_.host_blocks > 0 && chance(12)) return offload(runner).dump();
   Json op;
   const std::uint64_t roll = pick(100);
   if (roll < 14) {

@@ -37,7 +37,6 @@ TrialConfig TrialConfig::from_seed(std::uint64_t seed) {
     const std::vector<nlohmann::json> combos{{full, window},  {full, chunked},      {full, mamba},
                                              {window, mamba}, {full, full, window}, {full, window, mamba}};
     config.groups = combos[pick(combos.size())].dump();
-    config.host_blocks = 0;
     config.capacity += 2 * pick(8);  // room for every group's pages
   }
   return config;

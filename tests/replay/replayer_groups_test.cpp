@@ -55,6 +55,23 @@ TEST(GroupedReplay, ASharedPrefixIsAHitInEachGroupAndEveryHitPageVerifies) {
   EXPECT_EQ(report.attention_checks, 0U);  // fewer steps than attention_check_every
 }
 
+TEST(GroupedReplay, APrefixEvictedToG2IsAHitInEveryGroupWithItsBytesChecked) {
+  memory::HostRuntime runtime;
+  ReplayConfig config = hybrid(140);
+  config.session.host_blocks = 256;
+  config.max_running = 1;
+  // b's pages push a's out of G1 into G2; c shares a's first trace block.
+  const auto report = replay(runtime, config, {request(0, {1, 2}), request(1000, {3, 4}), request(2000, {1, 5})});
+  EXPECT_EQ(report.requests, 3U);
+  EXPECT_EQ(report.g1_hit_blocks, 0U);
+  EXPECT_EQ(report.g2_hit_blocks, 32U);  // trace block 1: 512 tokens, every group's pages from G2
+  EXPECT_EQ(report.swap_ins, 34U);       // full attention's 32 pages and the window's last 2
+  ASSERT_EQ(report.groups.size(), 2U);
+  EXPECT_EQ(report.groups[0].pages_verified, 32U);
+  EXPECT_EQ(report.groups[1].pages_verified, 2U);
+  EXPECT_EQ(report.mismatches, 0U);
+}
+
 TEST(GroupedReplay, DecodeAndPreemptionUnderPressureFinishEveryRequestWithItsBytesIntact) {
   memory::HostRuntime runtime;
   ReplayConfig config = hybrid(200);
