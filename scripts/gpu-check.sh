@@ -148,8 +148,10 @@ if ! $no_gpu; then
   step "replay --model (cuda)" 150 "$out/replay.log" "$bin/kvtier" replay --device cuda --model gpt-oss-120b \
     --gpu-memory-gb 8 --check-page-bytes 0 --trace "$trace" --max-requests 20 --time-scale 0 --no-compare
   # Quantized and MLA page formats through the CUDA group kernels (one small head a page).
-  step "replay --model nvfp4 (cuda)" 90 "$out/replay.log" "$bin/kvtier" replay --device cuda --model gpt-oss-120b \
-    --kv-cache-dtype nvfp4 --trace "$trace" --max-requests 200 --time-scale 0 --no-compare --attention-every 4
+  # With G2 under the groups: every group's blocks swapped out and back through the device's copies (issue 33).
+  step "replay --model nvfp4 + G2 (cuda)" 90 "$out/replay.log" "$bin/kvtier" replay --device cuda \
+    --model gpt-oss-120b --kv-cache-dtype nvfp4 --gpu-memory-gb 1 --host-blocks 8192 --trace "$trace" \
+    --max-requests 200 --time-scale 0 --no-compare --attention-every 4 --verify full
   step "replay --model fp8_ds_mla (cuda)" 90 "$out/replay.log" "$bin/kvtier" replay --device cuda \
     --model deepseek-v3 --kv-cache-dtype fp8_ds_mla --trace "$trace" --max-requests 200 --time-scale 0 \
     --attention-every 4
