@@ -1,6 +1,7 @@
 #include "kvtier/driver/request_driver.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <string>
 
 #include "kvtier/core/errors.hpp"
@@ -150,43 +151,37 @@ g1::G1Acquire RequestDriver::allocate_collecting(g1::OwnerId owner, ActiveSequen
   }
 }
 
-SwapInOutcome RequestDriver::swap_in_groups(const ActiveSequence& sequence, std::size_t prompt_tokens) {
-  SwapInOutcome outcome;
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    const g1::GroupSwapInPlan plan = manager_->group_swap_in_plan(sequence, prompt_tokens);
-    ++outcome.manager_calls;
-    if (plan.fetch.empty()) return outcome;
-    auto pins = manager_->try_pin_g1_prefix(plan.pin);
-    if (!pins) return outcome;
-    const g1::SwapInStart start = manager_->try_batch_swap_in(plan.fetch, pins);
-    outcome.manager_calls += 2;
-    if (start.status == g1::SwapInStatus::BlockedOnG1Offload) {
-      manager_->collect_offloads(true);
-      continue;
-    }
-    if (start.status != g1::SwapInStatus::Scheduled) return outcome;
-    outcome.registered = manager_->register_completed_swap_in(start.swap_in_id).registered;
-    outcome.from_lower = std::min(start.from_lower, outcome.registered);
-    outcome.from_external = std::min(start.from_external, outcome.from_lower);
-    ++outcome.manager_calls;
-    return outcome;
-  }
-  return outcome;
-}
-
 SwapInOutcome RequestDriver::swap_in_prefix(const ActiveSequence& sequence, std::size_t prompt_tokens) {
   SwapInOutcome outcome;
   if (!manager_->has_offload_engine()) return outcome;
-  if (manager_->has_groups()) return swap_in_groups(sequence, prompt_tokens);
-  const std::size_t block_size = manager_->block_size();
-  const std::size_t full = std::min(prompt_tokens / block_size, sequence.full_block_count());
-  const std::vector<PositionalLineageHash> keys = manager_->tier_keys(sequence, full);
+  // What one attempt pins in G1 and fetches from the tier (nothing to fetch: done).
+  std::function<g1::SwapInPlan()> plan;
+  std::vector<PositionalLineageHash> keys;
+  if (manager_->has_groups()) {
+    // Every group's blocks of the fixed point over G1 and the tier.
+    plan = [&] {
+      ++outcome.manager_calls;
+      return manager_->group_swap_in_plan(sequence, prompt_tokens);
+    };
+  } else {
+    // The blocks right after the G1 prefix, of the prompt's full blocks.
+    const std::size_t block_size = manager_->block_size();
+    const std::size_t full = std::min(prompt_tokens / block_size, sequence.full_block_count());
+    keys = manager_->tier_keys(sequence, full);
+    plan = [&, block_size, full] {
+      const std::size_t skip = manager_->get_prefill_cost(sequence).cached_tokens / block_size;
+      if (skip >= full) return g1::SwapInPlan{};
+      return g1::SwapInPlan{.tokens = full * block_size,
+                            .pin = {keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(skip)},
+                            .fetch = {keys.begin() + static_cast<std::ptrdiff_t>(skip), keys.end()}};
+    };
+  }
   for (int attempt = 0; attempt < 2; ++attempt) {
-    const std::size_t skip = manager_->get_prefill_cost(sequence).cached_tokens / block_size;
-    if (skip >= full) return outcome;
-    auto pins = manager_->try_pin_g1_prefix(std::span(keys).first(skip));
+    const g1::SwapInPlan keys_now = plan();
+    if (keys_now.fetch.empty()) return outcome;
+    auto pins = manager_->try_pin_g1_prefix(keys_now.pin);
     if (!pins) return outcome;
-    const g1::SwapInStart start = manager_->try_batch_swap_in(std::span(keys).subspan(skip), pins);
+    const g1::SwapInStart start = manager_->try_batch_swap_in(keys_now.fetch, pins);
     outcome.manager_calls += 2;
     if (start.status == g1::SwapInStatus::BlockedOnG1Offload) {
       manager_->collect_offloads(true);

@@ -170,7 +170,7 @@ SwapInRegistration G1Manager::register_completed_swap_in(std::uint64_t swap_in_i
   return result;
 }
 
-GroupSwapInPlan G1Manager::group_swap_in_plan(const ActiveSequence& sequence, std::size_t prompt_tokens) const {
+SwapInPlan G1Manager::group_swap_in_plan(const ActiveSequence& sequence, std::size_t prompt_tokens) const {
   KVTIER_EXPECTS(grouped_ != nullptr, "group_swap_in_plan is for a manager with KV cache groups");
   KVTIER_EXPECTS(prompt_tokens <= sequence.len(), "a prompt of ", prompt_tokens, " tokens; the sequence has ",
                  sequence.len());

@@ -76,7 +76,7 @@ void bind_offload_calls(nb::class_<PyManager>& c) {
           "group_swap_in_plan",
           [](PyManager& m, RequestState& r, std::optional<std::size_t> prompt_tokens) {
             m.session().check_request(r);
-            const g1::GroupSwapInPlan plan = m.call(
+            const g1::SwapInPlan plan = m.call(
                 [&] { return m.manager().group_swap_in_plan(r.sequence, prompt_tokens.value_or(r.sequence.len())); });
             const auto pairs = [](const std::vector<PositionalLineageHash>& keys) {
               nb::list out;

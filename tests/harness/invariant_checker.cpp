@@ -124,7 +124,8 @@ std::optional<std::string> InvariantChecker::check_state(const script::ScriptRun
     const bool stored = host_copies_[hash] > 0;
     if (consistent_ && manager.is_host_cached(SequenceHash(hash)) != stored) {
       return "hash " + std::to_string(hash) +
-             (stored ? " is stored in G2 by the events but not resident" : " is resident in G2 but the events removed it");
+             (stored ? " is stored in G2 by the events but not resident"
+                     : " is resident in G2 but the events removed it");
     }
   }
   if (!manager.has_offload_engine() && !host_seen_.empty()) return "HostPinned events without an offload tier";

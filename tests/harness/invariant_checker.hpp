@@ -48,9 +48,9 @@ class InvariantChecker {
   bool consistent_;
   std::set<std::uint32_t> conflicted_;  // pages two tables list under different identities
   std::uint64_t next_event_id_ = 0;
-  std::set<std::uint64_t> stored_;       // device-tier hashes a Stored made visible, not Removed since
-  std::set<std::uint64_t> seen_;         // every hash an event named
-  std::set<std::uint64_t> host_stored_;  // HostPinned: resident in G2 by the events (event_key: per group)
+  std::set<std::uint64_t> stored_;                    // device-tier hashes a Stored made visible, not Removed since
+  std::set<std::uint64_t> seen_;                      // every hash an event named
+  std::set<std::uint64_t> host_stored_;               // HostPinned: resident in G2 by the events (event_key: per group)
   std::map<std::uint64_t, std::size_t> host_copies_;  // by hash: blocks of it resident in G2, every group's
   std::set<std::uint64_t> host_seen_;
   std::map<std::string, Written> written_;                  // owner label -> its table when last written

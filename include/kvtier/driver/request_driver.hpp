@@ -93,8 +93,10 @@ class RequestDriver {
   /// Before a request's first allocation (docs/semantics.md §5.5): the blocks
   /// of its first `prompt_tokens` that sit in the offload tier right after its
   /// G1 prefix are pinned, swapped in and registered, so the allocation hits
-  /// them. A swap-in blocked on a swap-out collects it and tries once more.
-  /// Nothing happens without an offload tier.
+  /// them (with groups: every group's blocks of the fixed point over G1 and
+  /// the tier, G1Manager::group_swap_in_plan). A swap-in blocked on a
+  /// swap-out collects it and tries once more. Nothing happens without an
+  /// offload tier.
   SwapInOutcome swap_in_prefix(const ActiveSequence& sequence, std::size_t prompt_tokens);
 
   /// A request's first allocation: swap_in_prefix, then allocate_collecting
@@ -126,9 +128,6 @@ class RequestDriver {
   g1::G1Acquire allocate_groups(g1::OwnerId owner, ActiveSequence& sequence, std::size_t tokens,
                                 std::optional<std::size_t> reuse);
   DecodeStep decode_groups(g1::OwnerId owner, ActiveSequence& sequence, std::optional<TokenId> token);
-  /// swap_in_prefix with groups: every group's blocks of the fixed point
-  /// over G1 and the tier (G1Manager::group_swap_in_plan).
-  SwapInOutcome swap_in_groups(const ActiveSequence& sequence, std::size_t prompt_tokens);
 
   g1::G1Manager* manager_;
   PageZeroer zero_pages_;

@@ -193,7 +193,7 @@ class G1Manager {
   /// allocation brings back — the groups' fixed point over G1 and the tier
   /// for its first `prompt_tokens`, the G1 blocks to pin and the tier blocks
   /// to copy (group_tier_key). Nothing without a tier or beyond G1's own hit.
-  GroupSwapInPlan group_swap_in_plan(const ActiveSequence& sequence, std::size_t prompt_tokens) const;
+  SwapInPlan group_swap_in_plan(const ActiveSequence& sequence, std::size_t prompt_tokens) const;
   /// All of `plhs` registered in G1 (active or inactive) are pinned, or none
   /// (nullopt). An empty prefix pins nothing.
   std::optional<G1PrefixPins> try_pin_g1_prefix(std::span<const PositionalLineageHash> plhs);

@@ -44,11 +44,12 @@ struct TieredBlock {
   std::uint64_t format = 0;
 };
 
-/// What a swap-in brings back for a manager with KV cache groups: the hit
-/// (the groups' fixed point over G1 and the tier, in tokens), the G1 blocks
-/// of it to pin while room is made, and the tier blocks to copy in, by
-/// position and then group (group_tier_key). Empty `fetch`: nothing to do.
-struct GroupSwapInPlan {
+/// What a swap-in brings back: the hit it makes (in tokens), the G1 blocks
+/// of it to pin while room is made, and the tier blocks to copy in. With KV
+/// cache groups the hit is the groups' fixed point over G1 and the tier and
+/// the keys are group_tier_key, fetched by position and then group. Empty
+/// `fetch`: nothing to do.
+struct SwapInPlan {
   std::size_t tokens = 0;
   std::vector<PositionalLineageHash> pin;
   std::vector<PositionalLineageHash> fetch;

@@ -51,7 +51,7 @@ class GroupedBackend final : public BlockManager {
   std::optional<std::size_t> register_swapped_in(std::uint64_t slots, std::span<const TieredBlock> blocks) override;
   /// The blocks a swap-in brings back before `sequence`'s first allocation
   /// (G1Manager::group_swap_in_plan): the fixed point over G1 and the tier.
-  GroupSwapInPlan plan_swap_in(const ActiveSequence& sequence, std::size_t prompt_tokens) const;
+  SwapInPlan plan_swap_in(const ActiveSequence& sequence, std::size_t prompt_tokens) const;
 
   // Signals: refused.
   G1Acquire process(OwnerId, const MoveBlock&, std::size_t) override { refuse_signal(); }

@@ -125,8 +125,8 @@ std::optional<std::size_t> GroupedBackend::register_swapped_in(std::uint64_t slo
   return registered;
 }
 
-GroupSwapInPlan GroupedBackend::plan_swap_in(const ActiveSequence& sequence, std::size_t prompt_tokens) const {
-  GroupSwapInPlan plan;
+SwapInPlan GroupedBackend::plan_swap_in(const ActiveSequence& sequence, std::size_t prompt_tokens) const {
+  SwapInPlan plan;
   if (tier_ == nullptr || !caching_ || prompt_tokens == 0) return plan;
   const std::vector<SequenceHash> hashes = hashes_of(sequence, prompt_tokens / sequence.block_size());
   const std::size_t groups = coordinator_.group_count();
@@ -151,7 +151,7 @@ GroupSwapInPlan GroupedBackend::plan_swap_in(const ActiveSequence& sequence, std
     return b < held[g].size() && held[g][b] == 1;
   };
   plan.tokens = coordinator_.find_hit_with(hashes, prompt_tokens, tier_holds);
-  if (plan.tokens <= coordinator_.find_hit(hashes, prompt_tokens).tokens) return GroupSwapInPlan{};
+  if (plan.tokens <= coordinator_.find_hit(hashes, prompt_tokens).tokens) return SwapInPlan{};
   std::vector<std::pair<std::size_t, PositionalLineageHash>> fetch;  // (block start token, key)
   for (std::size_t g = 0; g < groups; ++g) {
     const std::size_t bs = coordinator_.geometry().groups()[g].spec.block_size;
