@@ -176,7 +176,12 @@ SwapInOutcome RequestDriver::swap_in_prefix(const ActiveSequence& sequence, std:
                             .fetch = {keys.begin() + static_cast<std::ptrdiff_t>(skip), keys.end()}};
     };
   }
-  for (int attempt = 0; attempt < 2; ++attempt) {
+  // With groups a swap-in that stopped short (more blocks than G2 can land
+  // at once) goes on in further rounds while each brings blocks: a hit is
+  // only as long as every group's blocks of it.
+  const int rounds = manager_->has_groups() ? 16 : 1;
+  int blocked = 0;
+  for (int round = 0; round < rounds;) {
     const g1::SwapInPlan keys_now = plan();
     if (keys_now.fetch.empty()) return outcome;
     auto pins = manager_->try_pin_g1_prefix(keys_now.pin);
@@ -184,15 +189,18 @@ SwapInOutcome RequestDriver::swap_in_prefix(const ActiveSequence& sequence, std:
     const g1::SwapInStart start = manager_->try_batch_swap_in(keys_now.fetch, pins);
     outcome.manager_calls += 2;
     if (start.status == g1::SwapInStatus::BlockedOnG1Offload) {
+      if (++blocked == 2) return outcome;  // a swap-out ahead of it: collected, tried once more
       manager_->collect_offloads(true);
       continue;
     }
     if (start.status != g1::SwapInStatus::Scheduled) return outcome;
-    outcome.registered = manager_->register_completed_swap_in(start.swap_in_id).registered;
-    outcome.from_lower = std::min(start.from_lower, outcome.registered);
-    outcome.from_external = std::min(start.from_external, outcome.from_lower);
+    const std::size_t registered = manager_->register_completed_swap_in(start.swap_in_id).registered;
     ++outcome.manager_calls;
-    return outcome;
+    outcome.registered += registered;
+    outcome.from_lower += std::min(start.from_lower, registered);
+    outcome.from_external += std::min(start.from_external, std::min(start.from_lower, registered));
+    if (registered == 0 || start.count == keys_now.fetch.size()) return outcome;
+    ++round;
   }
   return outcome;
 }

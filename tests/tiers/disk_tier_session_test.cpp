@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <numeric>
 #include <set>
@@ -302,6 +303,70 @@ INSTANTIATE_TEST_SUITE_P(Backends, DiskTierSession, ::testing::Values(g1::G1Back
                          [](const ::testing::TestParamInfo<g1::G1Backend>& backend) {
                            return std::string(g1::backend_name(backend.param));
                          });
+
+// KV cache groups (model-geometry.md §5): every group's blocks pass G2 into
+// G3 under (hash, group), come back into their own group byte for byte, and
+// G3's events name each block's group.
+TEST(GroupedDiskTier, EveryGroupsBlocksComeBackFromG3IntoTheirGroupAndItsEventsNameTheGroup) {
+  kvtier::testing::ScratchDirectory scratch("kvtier-g3-groups");
+  auto sink = std::make_shared<RecordingEventSink>();
+  const auto spec = [](GroupKind kind, std::uint32_t window) {
+    return GroupSpec{.kind = kind, .sliding_window = window, .kv_heads = 1, .head_dim = 8, .dtype = KvDtype::Fp16};
+  };
+  session::SessionConfig c;
+  c.manager =
+      g1::G1ManagerConfig{.capacity = 12,
+                          .block_size = kBlock,
+                          .groups = {spec(GroupKind::FullAttention, 0), spec(GroupKind::SlidingWindow, 2 * kBlock)}};
+  c.device = memory::RuntimeChoice::Host;
+  c.host_blocks = 4;
+  c.disk = session::DiskTierSettings{.path = scratch.path() / "g3", .blocks = 128, .queue_depth = 4, .backlog = 8};
+  c.event_sinks.push_back(sink);
+  session::Session s(c);
+  driver::RequestDriver driver = s.driver();
+  const auto run = [&](g1::OwnerId owner, TokenId first, bool mark) {
+    std::vector<TokenId> prompt(4 * kBlock);
+    std::iota(prompt.begin(), prompt.end(), first);
+    ActiveSequence seq(prompt, ActiveSequenceConfig{.block_size = kBlock, .max_output_tokens = 1});
+    ASSERT_TRUE(driver.admit(owner, seq, seq.len(), seq.len()).acquire.is_ready());
+    for (std::size_t g = 0; mark && g < 2; ++g) {
+      for (std::size_t b = 0; b < 4; ++b) {
+        std::byte* page = s.pool().chunk_address(s.manager().block_table(owner, g)[b], 0);
+        std::memset(page, static_cast<int>(16 * g + b + 1), s.pool().layout().chunk_bytes());
+      }
+    }
+    driver.finalize(owner, seq, 0, seq.len());
+    driver.release(owner, seq);
+  };
+  run(g1::OwnerId(1), 0, true);
+  for (std::uint64_t r = 2; r < 8; ++r) run(g1::OwnerId(r), static_cast<TokenId>(1000 * r), false);
+  s.manager().collect_offloads(true);
+
+  std::vector<TokenId> prompt(4 * kBlock);
+  std::iota(prompt.begin(), prompt.end(), 0);
+  ActiveSequence again(prompt, ActiveSequenceConfig{.block_size = kBlock, .max_output_tokens = 1});
+  const driver::Admission admission = driver.admit(g1::OwnerId(9), again, again.len(), again.len());
+  ASSERT_TRUE(admission.acquire.is_ready());
+  EXPECT_EQ(admission.cached_blocks, 3U);  // 15 tokens' candidate: 3 blocks in each group
+  EXPECT_GT(admission.swapped_in_from_lower, 0U);
+  // The window's hit is its last ceil((8 - 1) / 4) = 2 blocks: block 0 is the null page.
+  EXPECT_EQ(s.manager().block_table(g1::OwnerId(9), 1)[0], *s.manager().null_page());
+  for (std::size_t g = 0; g < 2; ++g) {
+    for (std::size_t b = g; b < 3; ++b) {
+      const std::byte* page = s.pool().chunk_address(s.manager().block_table(g1::OwnerId(9), g)[b], 0);
+      EXPECT_EQ(page[0], static_cast<std::byte>(16 * g + b + 1)) << "group " << g << " block " << b;
+      EXPECT_EQ(page[s.pool().layout().chunk_bytes() - 1], static_cast<std::byte>(16 * g + b + 1));
+    }
+  }
+  std::set<std::uint32_t> disk_groups;
+  for (const KvEvent& event : sink->events()) {
+    if (event.tier != StorageTier::Disk) continue;
+    ASSERT_TRUE(event.group.has_value());
+    disk_groups.insert(event.group->index);
+  }
+  EXPECT_EQ(disk_groups, (std::set<std::uint32_t>{0, 1}));
+  EXPECT_EQ(s.engine()->lower_tier()->stats().format_refusals, 0U);
+}
 
 }  // namespace
 }  // namespace kvtier::tiers::disk
