@@ -179,6 +179,40 @@ TEST(SharedStore, NamespacesAndLayoutsDoNotShare) {
   EXPECT_EQ(fetch(other, 1, 4), 0U);
 }
 
+// KV cache groups (model-geometry.md §5): a value carries its group's block
+// format; G4 neither publishes nor serves a block in another one.
+TEST(SharedStore, AValueOfAnotherGroupFormatIsRefusedAndCounted) {
+  RedisServers redis(1);
+  KVTIER_REQUIRE_REDIS(redis);
+  const auto grouped = [](std::uint64_t n, std::uint64_t group, std::uint64_t format) {
+    g1::TieredBlock b = block(n);
+    b.plh = g1::group_tier_key(b.hash, group);
+    b.format = format;
+    return b;
+  };
+  SharedStoreConfig mine = config(redis.urls());
+  mine.group_formats = {0xA0, 0xA1};
+  SharedStore writer(std::move(mine), layout());
+  const auto page = page_of(1, writer.page_bytes());
+  std::vector<g1::TieredBlock> none;
+  EXPECT_EQ(writer.write(grouped(1, 0, 0xA1), page, none), LowerTier::WriteStart::NoRoom);  // group 1's format
+  EXPECT_EQ(writer.stats().format_refusals, 1U);
+  ASSERT_EQ(writer.write(grouped(1, 0, 0xA0), page, none), LowerTier::WriteStart::Started);
+  ASSERT_EQ(writer.write(grouped(1, 1, 0xA1), page, none), LowerTier::WriteStart::Started);
+  EXPECT_EQ(writer.poll(true).stored.size(), 2U);
+  // Another instance whose group 0 is another page format of the same bytes (another --kv-cache-dtype).
+  SharedStoreConfig theirs = config(redis.urls());
+  theirs.group_formats = {0xB0, 0xA1};
+  SharedStore reader(std::move(theirs), layout());
+  const std::vector<PositionalLineageHash> keys{grouped(1, 0, 0).plh, grouped(1, 1, 0).plh};
+  const auto found = reader.lookup(keys);
+  EXPECT_FALSE(found[0]);  // never served into a group of another format
+  ASSERT_TRUE(found[1]);
+  EXPECT_EQ(found[1]->format, 0xA1U);
+  EXPECT_EQ(reader.stats().format_refusals, 1U);
+  EXPECT_EQ(reader.shared_stats().other_layout, 1U);
+}
+
 TEST(SharedStore, GarbageAndAnotherLayoutsValueAreMissesAndRemoved) {
   RedisServers redis(1);
   KVTIER_REQUIRE_REDIS(redis);
