@@ -69,19 +69,23 @@ __global__ void group_attention_decode_kernel(const std::byte* slab, GroupPages 
     scores[t - first] = score;
     local_max = fmaxf(local_max, score);
   }
-  const float max_score = block_reduce(local_max, scratch, true);
+  const float attended_max = block_reduce(local_max, scratch, true);
   const std::uint32_t width = output_width(f);
   float* out = args.out + (std::size_t{seq} * args.q_heads + q_head) * width;
-  if (max_score == -INFINITY) {  // nothing to attend to: zeros, never NaN
+  if (attended_max == -INFINITY) {  // nothing to attend to: zeros, never NaN
     for (std::uint32_t d = threadIdx.x; d < width; d += blockDim.x) out[d] = 0.0f;
     return;
   }
+  // An attention sink joins the denominator only (gpt-oss).
+  const float sink = args.sinks != nullptr ? args.sinks[q_head] : -INFINITY;
+  const float max_score = fmaxf(attended_max, sink);
   float local_sum = 0.0f;
   for (std::uint32_t t = first + threadIdx.x; t < length; t += blockDim.x) {
     scores[t - first] = expf(scores[t - first] - max_score);
     local_sum += scores[t - first];
   }
-  const float total = block_reduce(local_sum, scratch, false);  // its barriers also publish scores[]
+  const float total = block_reduce(local_sum, scratch, false) +  // its barriers also publish scores[]
+                      (args.sinks != nullptr ? expf(sink - max_score) : 0.0f);
   for (std::uint32_t d = threadIdx.x; d < width; d += blockDim.x) {
     float acc = 0.0f;
     for (std::uint32_t t = first; t < length; ++t) {

@@ -236,15 +236,16 @@ class CudaStream final : public detail::StreamBackend {
     if (write.tokens == 0) return;
     ScopedRange range{"kvtier.write_group_kv_async"};
     DeviceScope scope(device_);
-    // The tokens' values and slots are read by the kernel through their mapped addresses.
-    const std::int64_t* slots = mapped(write.slots);
+    // The tokens' values and slots are read by the kernel through their mapped
+    // addresses, or where they are when already on the device.
+    const auto in = [&](const auto* p) { return write.inputs_on_device ? p : mapped(p); };
+    const std::int64_t* slots = in(write.slots);
     if (write.pages.format.content == PageContent::MlaLatent) {
-      KVTIER_CUDA_CHECK(kernels::launch_write_mla(write.slab, write.pages, write.layer, mapped(write.first),
-                                                  mapped(write.second), write.tokens, slots, write.scales, stream_));
+      KVTIER_CUDA_CHECK(kernels::launch_write_mla(write.slab, write.pages, write.layer, in(write.first),
+                                                  in(write.second), write.tokens, slots, write.scales, stream_));
     } else {
-      KVTIER_CUDA_CHECK(kernels::launch_write_group_kv(write.slab, write.pages, write.layer, mapped(write.first),
-                                                       mapped(write.second), write.tokens, slots, write.scales,
-                                                       stream_));
+      KVTIER_CUDA_CHECK(kernels::launch_write_group_kv(write.slab, write.pages, write.layer, in(write.first),
+                                                       in(write.second), write.tokens, slots, write.scales, stream_));
     }
   }
 

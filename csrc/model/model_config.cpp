@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <optional>
 
 #include "kvtier/core/errors.hpp"
 
@@ -87,11 +88,19 @@ std::vector<LayerKind> layer_kinds(const ConfigReader& r, const nlohmann::json& 
 }
 
 KvDtype dtype_of(const ConfigReader& r, const nlohmann::json& top, const nlohmann::json& c) {
-  const std::string name = c.value("torch_dtype", top.value("torch_dtype", std::string("bfloat16")));
+  // transformers 5 writes `dtype`; earlier versions `torch_dtype`.
+  const auto field = [&](const char* key) -> std::optional<std::string> {
+    for (const nlohmann::json* j : {&c, &top}) {
+      if (j->contains(key) && j->at(key).is_string()) return j->at(key).get<std::string>();
+    }
+    return std::nullopt;
+  };
+  const char* key = field("dtype") ? "dtype" : "torch_dtype";
+  const std::string name = field(key).value_or("bfloat16");
   if (name == "bfloat16") return KvDtype::Bf16;
   if (name == "float16") return KvDtype::Fp16;
   if (name == "float32") return KvDtype::Fp32;
-  r.fail("torch_dtype '" + name + "' is not bfloat16, float16 or float32");
+  r.fail(std::string(key) + " '" + name + "' is not bfloat16, float16 or float32");
 }
 
 const char* describe(LayerKind kind) {
@@ -123,6 +132,7 @@ ModelDescription read_mla_config(const ConfigReader& r, const nlohmann::json& to
                                .latent_dim = r.u32("kv_lora_rank"),
                                .rope_dim = r.u32_or("qk_rope_head_dim", 0)});
   m.layer_summary = std::to_string(m.layers) + " mla_attention";
+  for (std::uint32_t i = 0; i < m.layers; ++i) m.layer_places.push_back(LayerPlace{.group = 0, .index = i});
   return m;
 }
 
@@ -152,8 +162,16 @@ ModelDescription read_model_config(const nlohmann::json& config, const std::stri
   // vLLM's grouping: groups of the fewest layers any kind has.
   std::uint32_t group_size = 0xFFFFFFFFU;
   for (const auto& [kind, n] : count) group_size = std::min(group_size, n);
+  m.layer_places.resize(m.layers);
   for (const LayerKind kind : kKindOrder) {
     if (!count.contains(kind)) continue;
+    const auto first_group = static_cast<std::uint32_t>(m.groups.size());
+    std::uint32_t seen = 0;
+    for (std::uint32_t layer = 0; layer < m.layers; ++layer) {
+      if (kinds[layer] != kind) continue;
+      m.layer_places[layer] = LayerPlace{.group = first_group + seen / group_size, .index = seen % group_size};
+      ++seen;
+    }
     GroupSpec g{.layers = group_size};
     switch (kind) {
       case LayerKind::Full:
@@ -233,7 +251,10 @@ ModelDescription without_hybrid(const ModelDescription& model) {
   full.kind = mla ? GroupKind::MlaAttention : GroupKind::FullAttention;
   full.sliding_window = 0;
   full.attention_chunk_size = 0;
-  full.layers = model.layers;
+  full.layers = 0;
+  for (std::optional<LayerPlace>& place : one.layer_places) {
+    if (place) place = LayerPlace{.group = 0, .index = full.layers++};
+  }
   one.groups.push_back(full);
   one.layer_summary = std::to_string(model.layers) + " " + group_kind_name(full.kind) + " (--no-hybrid)";
   return one;

@@ -143,7 +143,10 @@ memory::DeviceBlockTables Session::block_tables(std::span<const g1::OwnerId> own
 
 kernels::GroupPages Session::group_pages(std::size_t group) const {
   const ModelGeometry* geometry = manager_->geometry();
-  KVTIER_EXPECTS(manager_->has_groups() && geometry != nullptr, "group_pages is for a manager with KV cache groups");
+  KVTIER_EXPECTS(geometry != nullptr, "group_pages is for a manager with KV cache groups");
+  // One plain full-attention group keeps today's pages: page-major, they are the group's format.
+  KVTIER_EXPECTS(manager_->has_groups() || pool().layout().layout() == PageLayout::PageMajor,
+                 "group_pages: a single full-attention group is addressed as a group in the page-major layout only");
   KVTIER_EXPECTS(group < geometry->group_count(), "group ", group, " is not one of the manager's ",
                  geometry->group_count());
   const ResolvedGroup& g = geometry->groups()[group];

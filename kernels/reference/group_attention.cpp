@@ -63,12 +63,13 @@ void group_attention_decode(const std::byte* slab, const GroupPages& pages, cons
         continue;
       }
       weights.assign(length - first, 0.0f);
-      float max_score = -INFINITY;
+      const float sink = args.sinks != nullptr ? args.sinks[qh] : -INFINITY;
+      float max_score = sink;
       for (std::uint32_t t = first; t < length; ++t) {
         weights[t - first] = attention_dot(slab, pages, args, table, q, kv_head, t) * args.scale;
         max_score = std::max(max_score, weights[t - first]);
       }
-      float total = 0.0f;
+      float total = args.sinks != nullptr ? std::exp(sink - max_score) : 0.0f;
       for (float& w : weights) {
         w = std::exp(w - max_score);
         total += w;

@@ -29,6 +29,7 @@ from ._kvtier import (  # noqa: F401  (re-exported)
     cuda_compiled,
     cuda_device_count,
     has_zmq,
+    model_layers,
     page_pattern,
 )
 
@@ -56,5 +57,6 @@ __all__ = [
     "cuda_compiled",
     "cuda_device_count",
     "has_zmq",
+    "model_layers",
     "page_pattern",
 ] + (["ZmqEventPublisher"] if has_zmq else [])

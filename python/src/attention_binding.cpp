@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "compute_stream.hpp"
 #include "kvtier/core/errors.hpp"
 #include "kvtier/core/expects.hpp"
 #include "kvtier/kernels/reference/paged_attention.hpp"
@@ -29,8 +30,6 @@ using Floats = nb::ndarray<float, nb::c_contig>;
 using Ints = nb::ndarray<std::int32_t, nb::c_contig>;
 
 void require(bool ok, const std::string& what) { KVTIER_EXPECTS(ok, "paged_attention: ", what); }
-
-bool on_cuda(PyManager& m) { return m.session().runtime().kind() == memory::RuntimeKind::Cuda; }
 
 /// `out` is written in place: a converted copy (another dtype, strided,
 /// read-only) would take the result and leave the caller's array as it was.
@@ -65,25 +64,18 @@ float scale_or_default(const KvLayout& layout, std::optional<float> scale) {
   return scale.value_or(1.0f / std::sqrt(static_cast<float>(layout.geometry().head_dim)));
 }
 
-/// The stream the step goes on: the caller's native stream on CUDA (0: the
-/// legacy default stream), the session's on the host runtime, where the step
-/// is waited for so numpy sees the result on return.
 void enqueue(PyManager& m, const memory::AttentionDecode& step, std::uintptr_t stream,
              const std::function<memory::DeviceBlockTables(memory::Stream&)>& tables = {}) {
-  session::Session& session = m.session().stack();
-  const bool cuda = on_cuda(m);
-  std::optional<memory::Stream> borrowed;
-  memory::Stream& on = cuda ? borrowed.emplace(session.runtime().borrow_stream(reinterpret_cast<void*>(stream)))
-                            : session.compute_stream();
-  memory::AttentionDecode work = step;
-  if (tables) {
-    const memory::DeviceBlockTables built = tables(on);
-    work.args.block_tables = built.tables;
-    work.args.seq_lens = built.seq_lens;
-    work.args.max_blocks = built.columns;
-  }
-  on.paged_attention_async(work);
-  if (!cuda) on.synchronize();
+  run_on_stream(m, stream, [&](memory::Stream& on) {
+    memory::AttentionDecode work = step;
+    if (tables) {
+      const memory::DeviceBlockTables built = tables(on);
+      work.args.block_tables = built.tables;
+      work.args.seq_lens = built.seq_lens;
+      work.args.max_blocks = built.columns;
+    }
+    on.paged_attention_async(work);
+  });
 }
 
 }  // namespace

@@ -121,15 +121,24 @@ g1::OwnerId existing_owner(PyManager& m, nb::handle value) {
 }
 
 /// `groups` (dicts as a script's init.groups), a preset `model` or a
-/// `model_config` file: the manager's KV cache groups (none: one full-attention group).
+/// `model_config` file (its pages in `kv_cache_dtype`, vLLM's names): the
+/// manager's KV cache groups (none: one full-attention group).
 std::vector<GroupSpec> groups_from_python(const std::optional<nb::list>& groups,
                                           const std::optional<std::string>& model_name,
-                                          const std::optional<std::string>& model_config, const KvGeometry& layout) {
+                                          const std::optional<std::string>& model_config,
+                                          const std::optional<std::string>& kv_cache_dtype, const KvGeometry& layout) {
   if ((groups ? 1 : 0) + (model_name ? 1 : 0) + (model_config ? 1 : 0) > 1) {
     throw ConfigError("groups, model and model_config each describe the KV cache groups: give one of them");
   }
-  if (model_name) return model::preset(*model_name).groups;
-  if (model_config) return model::load_model_config(*model_config).groups;
+  if (kv_cache_dtype && !model_name && !model_config) {
+    throw ConfigError("kv_cache_dtype sets a model's page format: it needs model or model_config");
+  }
+  if (model_name || model_config) {
+    const model::ModelDescription described =
+        model_name ? model::preset(*model_name) : model::load_model_config(*model_config);
+    if (!kv_cache_dtype || *kv_cache_dtype == "auto") return described.groups;
+    return model::with_kv_cache_dtype(described, parse_kv_quant(*kv_cache_dtype)).groups;
+  }
   if (!groups) return {};
   const std::string text = nb::cast<std::string>(nb::module_::import_("json").attr("dumps")(*groups));
   return model::parse_group_specs(nlohmann::json::parse(text), layout);
@@ -466,8 +475,8 @@ void bind_manager(nb::module_& module) {
          std::optional<std::vector<std::string>> shared_tier, std::string shared_namespace, std::uint32_t shared_ttl,
          std::uint32_t shared_timeout_ms, std::optional<std::string> tier_key_file, bool prefix_caching,
          std::uint32_t dp_rank, std::uint64_t seed, std::size_t max_pending_events, std::vector<nb::handle> publishers,
-         std::optional<nb::list> groups, std::optional<std::string> model_name,
-         std::optional<std::string> model_config) {
+         std::optional<nb::list> groups, std::optional<std::string> model_name, std::optional<std::string> model_config,
+         std::optional<std::string> kv_cache_dtype) {
         std::vector<std::shared_ptr<KvEventSink>> sinks;
         for (nb::handle publisher : publishers) {
 #if KVTIER_WITH_ZMQ
@@ -514,7 +523,7 @@ void bind_manager(nb::module_& module) {
                                                       .timeout_ms = shared_timeout_ms};
         }
         if (tier_key_file) config.tier_key_file = *tier_key_file;
-        config.manager.groups = groups_from_python(groups, model_name, model_config, config.geometry);
+        config.manager.groups = groups_from_python(groups, model_name, model_config, kv_cache_dtype, config.geometry);
         // A model's attention block may be raised to cover its Mamba state, as vLLM does.
         config.manager.block_size_fixed = !model_name && !model_config;
         new (self) PyManager(std::move(options), std::move(sinks));
@@ -532,7 +541,7 @@ void bind_manager(nb::module_& module) {
       "tier_key_file"_a = nb::none(), "prefix_caching"_a = kDefaults.manager.enable_prefix_caching,
       "dp_rank"_a = kDefaults.manager.dp_rank, "seed"_a = 0,
       "max_pending_events"_a = ManagerOptions{}.max_pending_events, "publishers"_a = std::vector<nb::handle>{},
-      "groups"_a = nb::none(), "model"_a = nb::none(), "model_config"_a = nb::none());
+      "groups"_a = nb::none(), "model"_a = nb::none(), "model_config"_a = nb::none(), "kv_cache_dtype"_a = nb::none());
   c.def_prop_ro("backend", [](PyManager& m) { return std::string(g1::backend_name(m.manager().backend())); })
       .def_prop_ro("eviction",
                    [](PyManager& m) {
@@ -592,6 +601,7 @@ void bind_manager(nb::module_& module) {
   bind_move_block_calls(c);
   bind_offload_calls(c);
   bind_attention(c);
+  bind_group_kernels(c);
 }
 
 }  // namespace kvtier::python

@@ -116,6 +116,13 @@ class ManagerSession {
   }
   /// A swap-in registered `blocks` in G1 (0 when it failed or was cancelled).
   void count_swap_in(std::uint64_t swap_in_id, std::size_t blocks);
+  /// The request driver's whole prefix swap-in (swap_in_prefix) registered
+  /// `blocks`, `from_lower` of them read from below G2, `from_external` from G4.
+  void count_prefix_swap_in(std::size_t blocks, std::size_t from_lower, std::size_t from_external) {
+    swapped_in_unclaimed_ += blocks;
+    swapped_in_from_lower_unclaimed_ += from_lower;
+    swapped_in_from_external_unclaimed_ += from_external;
+  }
   /// The tiers now, the request-level counts and the events handed to Python.
   metrics::KvMetrics kv_metrics() const;
 #if KVTIER_WITH_PROMETHEUS

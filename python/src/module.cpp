@@ -1,12 +1,17 @@
 // The extension module kvtier._kvtier; python/kvtier/__init__.py re-exports it.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
+#include "kvtier/core/errors.hpp"
 #include "kvtier/core/page_pattern.hpp"
 #include "kvtier/memory/runtime_factory.hpp"
+#include "kvtier/model/model_config.hpp"
+#include "kvtier/model/model_presets.hpp"
 #include "py_manager.hpp"
 #include "py_results.hpp"
 #include "python_errors.hpp"
@@ -39,4 +44,22 @@ NB_MODULE(_kvtier, m) {
       },
       "identity"_a, "size"_a, "first_byte"_a = 0,
       "The page pattern of `identity` for page bytes [first_byte, first_byte + size): what write_pattern writes.");
+  m.def(
+      "model_layers",
+      [](std::optional<std::string> model_name, std::optional<std::string> model_config) {
+        if ((model_name ? 1 : 0) + (model_config ? 1 : 0) != 1) {
+          throw kvtier::ConfigError("model_layers: give one of model and model_config");
+        }
+        const kvtier::model::ModelDescription described =
+            model_name ? kvtier::model::preset(*model_name) : kvtier::model::load_model_config(*model_config);
+        nb::list places;
+        for (const std::optional<kvtier::model::LayerPlace>& place : described.layer_places) {
+          places.append(place ? nb::object(nb::make_tuple(place->group, place->index)) : nb::none());
+        }
+        return places;
+      },
+      nb::kw_only(), "model"_a = nb::none(), "model_config"_a = nb::none(),
+      "Where each of a model's layers keeps its cache in a Manager(model=..., model_config=...): a (group, "
+      "layer within the group) pair per model layer, in the model's order (vLLM's grouping), or None for a "
+      "layer without a KV cache.");
 }

@@ -7,6 +7,7 @@
 
 #include "kvtier/core/errors.hpp"
 #include "kvtier/core/expects.hpp"
+#include "kvtier/driver/request_driver.hpp"
 #include "kvtier/g1/offload_tier.hpp"
 #include "py_manager.hpp"
 #include "py_results.hpp"
@@ -72,6 +73,29 @@ void bind_offload_calls(nb::class_<PyManager>& c) {
           [](PyManager& m, std::uint64_t hash) { return m.manager().is_host_cached(SequenceHash(hash)); }, "hash"_a,
           "Whether the block is resident in the G2 host tier.")
       .def("earliest_offload_deadline", [](PyManager& m) { return m.manager().earliest_offload_deadline(); })
+      .def(
+          "swap_in_prefix",
+          [](PyManager& m, RequestState& r, std::optional<std::size_t> prompt_tokens) {
+            m.session().check_request(r);
+            const driver::SwapInOutcome done = m.call([&] {
+              const driver::SwapInOutcome outcome =
+                  m.session().driver().swap_in_prefix(r.sequence, prompt_tokens.value_or(r.sequence.len()));
+              m.session().count_prefix_swap_in(outcome.registered, outcome.from_lower, outcome.from_external);
+              return outcome;
+            });
+            nb::dict out;
+            out["registered"] = done.registered;
+            out["from_g2"] = done.registered - done.from_lower;
+            out["from_disk"] = done.from_lower - done.from_external;
+            out["from_shared"] = done.from_external;
+            return out;
+          },
+          "request"_a, "prompt_tokens"_a = nb::none(),
+          "Before the request's next allocate: brings back what G2 (and G3/G4 through it) holds of its first "
+          "`prompt_tokens` tokens (default: all) right after its G1 prefix, as `kvtier replay` does — pinned, "
+          "swapped in and registered, so the allocation hits it (with groups every group's pages of the fixed point "
+          "over G1 and the tiers, in rounds while G2 cannot land it at once). Answers the pages registered and where "
+          "they came from; nothing without a G2 tier.")
       .def(
           "group_swap_in_plan",
           [](PyManager& m, RequestState& r, std::optional<std::size_t> prompt_tokens) {

@@ -89,5 +89,6 @@ void bind_manager(nanobind::module_& module);
 void bind_move_block_calls(nanobind::class_<PyManager>& manager);
 void bind_offload_calls(nanobind::class_<PyManager>& manager);
 void bind_attention(nanobind::class_<PyManager>& manager);
+void bind_group_kernels(nanobind::class_<PyManager>& manager);
 
 }  // namespace kvtier::python

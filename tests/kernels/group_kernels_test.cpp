@@ -118,11 +118,16 @@ TEST_P(GroupKernels, WriteAndAttentionMatchTheReferences) {
                           .span = c.span,
                           .window = c.window,
                           .scales = kScales};
+  // The windowed cases carry attention sinks (gpt-oss pairs them with its windows).
+  const std::vector<float> sinks = random_values(q_heads, rng, 2.0f);
+  DeviceArray<float> d_sinks(sinks);
+  if (c.span == AttentionSpan::SlidingWindow) args.sinks = sinks.data();
   reference::group_attention_decode(host.data(), pages, args);
   args.query = d_query.data;
   args.block_tables = d_tables.data;
   args.seq_lens = d_lens.data;
   args.out = d_out.data;
+  if (args.sinks != nullptr) args.sinks = d_sinks.data;
   ASSERT_EQ(launch_group_attention_decode(slab.data, pages, args, nullptr), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const std::vector<float> got = d_out.to_host();

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <tuple>
 
@@ -161,7 +162,8 @@ TEST_P(GroupFormats, ReadBackStaysWithinTheFormatsTolerance) {
 
 /// Dense attention on the values themselves: the tokens [first, length) of one sequence.
 std::vector<float> dense_attention(const PageFormat& f, const std::vector<TokenValues>& tokens, std::uint32_t first,
-                                   const float* q, std::uint32_t kv_head, float scale) {
+                                   const float* q, std::uint32_t kv_head, float scale,
+                                   std::optional<float> sink = std::nullopt) {
   const bool latent = f.content == PageContent::MlaLatent;
   const std::uint32_t out_width = latent ? f.latent_dim : f.head_dim_of(KvPart::Value);
   std::vector<double> weights;
@@ -177,7 +179,9 @@ std::vector<float> dense_attention(const PageFormat& f, const std::vector<TokenV
     weights.push_back(dot * scale);
     max_score = std::max(max_score, weights.back());
   }
-  double total = 0.0;
+  // An attention sink: one more logit in the softmax, attending to nothing (gpt-oss).
+  if (sink) max_score = std::max(max_score, double{*sink});
+  double total = sink ? std::exp(*sink - max_score) : 0.0;
   for (double& w : weights) total += (w = std::exp(w - max_score));
   std::vector<float> out(out_width, 0.0f);
   for (std::uint32_t d = 0; d < out_width; ++d) {
@@ -196,7 +200,7 @@ struct Span {
   std::uint32_t window;
 };
 
-void check_attention(const PageFormat& format, Span span) {
+void check_attention(const PageFormat& format, Span span, bool with_sinks = false) {
   Slab slab(format);
   const PageFormat& f = slab.pages.format;
   std::mt19937 rng(17);
@@ -232,6 +236,8 @@ void check_attention(const PageFormat& format, Span span) {
   std::vector<std::int32_t> seq_lens(lengths.begin(), lengths.end());
   std::vector<float> out(lengths.size() * q_heads * out_width, -1.0f);
   const float scale = 1.0f / std::sqrt(static_cast<float>(in_width));
+  // Sinks around the scores' size, so they take a share of every softmax.
+  const std::vector<float> sinks = random_values(q_heads, rng, 2.0f);
   const GroupAttentionArgs args{.query = query.data(),
                                 .block_tables = tables.data(),
                                 .seq_lens = seq_lens.data(),
@@ -243,14 +249,16 @@ void check_attention(const PageFormat& format, Span span) {
                                 .scale = scale,
                                 .span = span.span,
                                 .window = span.window,
-                                .scales = {.key = kTensorScale, .value = kTensorScale}};
+                                .scales = {.key = kTensorScale, .value = kTensorScale},
+                                .sinks = with_sinks ? sinks.data() : nullptr};
   reference::group_attention_decode(slab.bytes.data(), slab.pages, args);
   for (std::size_t s = 0; s < lengths.size(); ++s) {
     for (std::uint32_t h = 0; h < q_heads; ++h) {
       const std::uint32_t kv_head = h / (q_heads / shared_kv_heads(f));
       const std::vector<float> want =
           dense_attention(f, tokens[s], first_attended_token(span.span, span.window, lengths[s]),
-                          query.data() + (s * q_heads + h) * in_width, kv_head, scale);
+                          query.data() + (s * q_heads + h) * in_width, kv_head, scale,
+                          with_sinks ? std::optional(sinks[h]) : std::nullopt);
       for (std::uint32_t d = 0; d < out_width; ++d) {
         const float got = out[(s * q_heads + h) * out_width + d];
         ASSERT_TRUE(std::isfinite(got)) << "sequence " << s << " read the null page";
@@ -263,6 +271,10 @@ void check_attention(const PageFormat& format, Span span) {
 TEST_P(GroupFormats, FullAttentionMatchesDenseMath) { check_attention(GetParam().format, {AttentionSpan::Full, 0}); }
 TEST_P(GroupFormats, SlidingWindowReadsOnlyTheWindow) {
   check_attention(GetParam().format, {AttentionSpan::SlidingWindow, 6});
+}
+TEST_P(GroupFormats, AttentionSinksJoinTheSoftmax) {
+  check_attention(GetParam().format, {AttentionSpan::SlidingWindow, 6}, true);
+  check_attention(GetParam().format, {AttentionSpan::Full, 0}, true);
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryFormat, GroupFormats, ::testing::ValuesIn(page_format_cases()),

@@ -67,6 +67,34 @@ TEST(ModelConfig, AGatedDeltaNetStateRaisesTheAttentionBlock) {
   EXPECT_THROW(without_hybrid(m), ConfigError);
 }
 
+TEST(ModelConfig, EachLayerKnowsItsGroupAndItsPlaceInIt) {
+  // gemma-3-27b: every 6th layer global (layers 5, 11, ...), 10 of them, so groups of 10.
+  const ModelDescription gemma = preset("gemma-3-27b");
+  ASSERT_EQ(gemma.layer_places.size(), 62U);
+  EXPECT_EQ(gemma.layer_places[5], (LayerPlace{.group = 0, .index = 0}));
+  EXPECT_EQ(gemma.layer_places[11], (LayerPlace{.group = 0, .index = 1}));
+  EXPECT_EQ(gemma.layer_places[0], (LayerPlace{.group = 1, .index = 0}));
+  EXPECT_EQ(gemma.layer_places[12], (LayerPlace{.group = 2, .index = 0}));  // the 11th sliding layer
+  EXPECT_EQ(gemma.layer_places[61], (LayerPlace{.group = 6, .index = 1}));  // the 52nd
+  // Nemotron-H's MLP layers keep nothing; one group form numbers the attention layers in order.
+  const ModelDescription nemotron = preset("nemotron-h-8b");
+  std::size_t none = 0;
+  for (const auto& place : nemotron.layer_places) none += place ? 0 : 1;
+  EXPECT_EQ(none, 24U);
+  const ModelDescription one = without_hybrid(preset("gpt-oss-120b"));
+  EXPECT_EQ(one.layer_places[1], (LayerPlace{.group = 0, .index = 1}));
+  EXPECT_EQ(preset("deepseek-v3").layer_places[60], (LayerPlace{.group = 0, .index = 60}));
+}
+
+TEST(ModelConfig, Transformers5DtypeFieldIsRead) {
+  const nlohmann::json config{{"num_hidden_layers", 2},
+                              {"num_attention_heads", 4},
+                              {"hidden_size", 64},
+                              {"dtype", "float32"},
+                              {"torch_dtype", "bfloat16"}};
+  EXPECT_EQ(read_model_config(config, "tiny", "test").groups[0].dtype, KvDtype::Fp32);
+}
+
 TEST(ModelConfig, ThePoolIsTheMemoryOverOnePage) {
   const ModelGeometry g = preset("gpt-oss-120b").geometry();
   EXPECT_EQ(pages_in(g, 8.0), 8ULL * 1073741824 / g.page_bytes());

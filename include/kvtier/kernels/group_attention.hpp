@@ -57,6 +57,9 @@ struct GroupAttentionArgs {
   AttentionSpan span = AttentionSpan::Full;
   std::uint32_t window = 0;  // tokens: the sliding window or the attention chunk
   LayerScales scales{};      // the layer's scales outside the page
+  /// [q_heads] or null: a learned logit per query head that joins the softmax's
+  /// denominator and attends to nothing (gpt-oss's attention sinks).
+  const float* sinks = nullptr;
 };
 
 /// Query width (K/V: head_dim; MLA: latent + RoPE) and output width (K/V:

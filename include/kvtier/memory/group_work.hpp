@@ -25,6 +25,9 @@ struct GroupKvWrite {
   std::uint32_t tokens = 0;
   const std::int64_t* slots = nullptr;
   kernels::LayerScales scales{};
+  /// first, second and slots are already the runtime's device memory (a
+  /// framework's tensors on the GPU), not pinned host memory.
+  bool inputs_on_device = false;
 };
 
 /// ContractError for a write no runtime may enqueue: a null pointer, a Mamba

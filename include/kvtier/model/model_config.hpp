@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,11 +16,22 @@
 
 namespace kvtier::model {
 
+/// Where one of the model's layers keeps its cache: its group and its place
+/// among the group's layers (a layer without a KV cache has none).
+struct LayerPlace {
+  std::uint32_t group = 0;
+  std::uint32_t index = 0;
+  bool operator==(const LayerPlace&) const = default;
+};
+
 struct ModelDescription {
   std::string name{};
   std::string source{};  // where the numbers come from (the config.json it was read from)
   std::uint32_t layers = 0;
   std::vector<GroupSpec> groups{};
+  /// One entry per model layer, in the model's order: vLLM's grouping puts a
+  /// kind's layers, in model order, into its groups `group size` at a time.
+  std::vector<std::optional<LayerPlace>> layer_places{};
   /// Group kinds and how many layers of each, e.g. "18 full_attention + 18 sliding_window(128)".
   std::string layer_summary{};
   /// `max_position_embeddings`: the longest request the model serves (vLLM's
@@ -32,13 +44,11 @@ struct ModelDescription {
 
 /// Reads a Hugging Face config.json (a nested `text_config` is the text
 /// model's): `num_hidden_layers`, `num_key_value_heads`, `head_dim` (else
-/// `hidden_size / num_attention_heads`), `torch_dtype`, `max_position_embeddings`, and the per-layer kinds
-/// from `layer_types`, `sliding_window_pattern`, `no_rope_layers` with
-/// `attention_chunk_size`, or `full_attention_interval` with the `linear_*`
-/// fields of a Gated DeltaNet, or `hybrid_override_pattern` with the `mamba_*`
-/// fields of Mamba-2 layers (Nemotron-H); an MLA model (`kv_lora_rank`,
-/// `qk_rope_head_dim`) is one mla_attention group. ConfigError naming the
-/// field for anything it cannot read.
+/// `hidden_size / num_attention_heads`), `dtype` (transformers 5; `torch_dtype` before), `max_position_embeddings`, and
+/// the per-layer kinds from `layer_types`, `sliding_window_pattern`, `no_rope_layers` with `attention_chunk_size`, or
+/// `full_attention_interval` with the `linear_*` fields of a Gated DeltaNet, or `hybrid_override_pattern` with the
+/// `mamba_*` fields of Mamba-2 layers (Nemotron-H); an MLA model (`kv_lora_rank`, `qk_rope_head_dim`) is one
+/// mla_attention group. ConfigError naming the field for anything it cannot read.
 ModelDescription read_model_config(const nlohmann::json& config, const std::string& name, const std::string& source);
 ModelDescription load_model_config(const std::filesystem::path& path);
 

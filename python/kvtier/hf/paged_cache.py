@@ -1,0 +1,75 @@
+"""A transformers `Cache` whose layers live in kvtier pages.
+
+Each model layer is one layer of a KV cache group of a `kvtier.Manager` built
+from the model's config (`kvtier.model_layers` says which). `update()` writes
+the step's new K/V into their slots with kvtier's own kernel (its CPU
+reference on the host runtime), in the group's page format, and keeps no
+tensor of its own: the attention function (`kvtier.hf.attention`) reads every
+K/V it uses back out of the pages through the group's block tables. Nothing
+else holds the model's cache, so what the model computes is what kvtier's
+pages, tables and tiers give back."""
+from __future__ import annotations
+
+import torch
+from transformers.cache_utils import Cache, CacheLayerMixin
+
+from .step_batch import StepBatch
+
+
+class KvtierLayer(CacheLayerMixin):
+    """One model layer: group `group`, layer `index` of that group's pages."""
+
+    def __init__(self, cache: "KvtierCache", group: int, index: int):
+        super().__init__()
+        self.cache, self.group, self.index = cache, group, index
+        self.is_initialized = True
+
+    def lazy_initialization(self, key_states, value_states) -> None:  # the pages exist already
+        pass
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        self.cache.write(self.group, self.index, key_states, value_states)
+        return key_states, value_states
+
+    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+        return query_length, 0
+
+    def get_seq_length(self) -> int:
+        return self.cache.longest_sequence()
+
+    def get_max_length(self) -> int:
+        return -1
+
+
+class KvtierCache(Cache):
+    """The cache of a model whose layers sit at `layer_places` (group, index)
+    in `manager`'s groups; `begin_step` hands it the step's slots and tables."""
+
+    def __init__(self, manager, layer_places: list[tuple[int, int] | None]):
+        if any(place is None for place in layer_places):
+            raise ValueError("a layer without a KV cache has no place in kvtier's groups")
+        self.manager = manager
+        self.step: StepBatch | None = None
+        super().__init__(layers=[KvtierLayer(self, g, i) for g, i in layer_places])
+
+    def begin_step(self, step: StepBatch) -> None:
+        self.step = step
+
+    def rows(self, group: int):
+        if self.step is None or self.step.groups[group] is None:
+            raise RuntimeError(f"kvtier cache: no step batch for group {group} (begin_step first)")
+        return self.step.groups[group]
+
+    def longest_sequence(self) -> int:
+        return 0 if self.step is None else int(self.step.position_ids.max()) + 1
+
+    def write(self, group: int, index: int, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        """key/value [1, kv_heads, tokens, head_dim] as transformers' attention hands them."""
+        rows = self.rows(group)
+        key = key_states[0].transpose(0, 1).to(torch.float32).contiguous()
+        value = value_states[0].transpose(0, 1).to(torch.float32).contiguous()
+        self.manager.write_kv(group, index, key, value, rows.slots, stream=_stream_of(key))
+
+
+def _stream_of(tensor: torch.Tensor) -> int:
+    return torch.cuda.current_stream(tensor.device).cuda_stream if tensor.is_cuda else 0

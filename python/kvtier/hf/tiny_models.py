@@ -1,0 +1,30 @@
+"""Tiny configurations of real architectures, random weights from a fixed
+seed: the same code paths as a real checkpoint (transformers' own modeling
+code), small enough for a CPU test. Nothing is downloaded."""
+from __future__ import annotations
+
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM
+
+# Shared by every tiny model: a small vocabulary keeps the LM head cheap.
+_COMMON = {"vocab_size": 512, "max_position_embeddings": 2048, "bos_token_id": None, "eos_token_id": None,
+           "pad_token_id": 0, "tie_word_embeddings": False}
+
+TINY_CONFIGS = {
+    "tiny-llama": dict(model_type="llama", hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                       num_attention_heads=4, num_key_value_heads=2, head_dim=16),
+}
+
+
+def tiny_config(name: str):
+    if name not in TINY_CONFIGS:
+        raise ValueError(f"unknown tiny model {name!r}: one of {', '.join(sorted(TINY_CONFIGS))}")
+    fields = dict(TINY_CONFIGS[name])
+    return AutoConfig.for_model(fields.pop("model_type"), **_COMMON, **fields)
+
+
+def build_model(config, seed: int = 0, device: str = "cpu"):
+    """torch.manual_seed(seed), then AutoModelForCausalLM.from_config: float32, eval."""
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    return model.to(device).eval()

@@ -1,0 +1,179 @@
+"""Real transformers models decode through kvtier (issue 34): every layer's
+K/V goes into kvtier pages through write_kv, comes back through kvtier's
+attention over the manager's block tables, and the greedy tokens and logits
+equal those of the model's own generate() with its DynamicCache — with prefix
+hits (a request forwards only what is not cached), after preemption and
+recompute, and after the shared prefix went through G2, G3 and G4 and came
+back. One corrupted byte of a reused page shows in the logits, so the
+comparison can fail. Tiny configs with random weights (kvtier.hf.tiny_models)
+run transformers' own modeling code; on CPU with the host runtime, and with
+kvtier's CUDA kernels on a GPU (marked gpu)."""
+import json
+import os
+import pathlib
+import random
+import shutil
+import subprocess
+
+import pytest
+
+if os.environ.get("KVTIER_REQUIRE_MODEL_TESTS") != "1":
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+import torch  # noqa: E402  (CI requires them: scripts/install-model-deps.sh)
+
+import kvtier  # noqa: E402
+from kvtier.check_model import main as check_model  # noqa: E402
+from kvtier.hf import PagedDecoder, build_model, compare, manager_for_model, reference_generate, tiny_config  # noqa: E402
+
+NEW_TOKENS = 32
+TOLERANCE = 1e-3  # fp32: the same arithmetic but for the order of a few sums
+SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "redis-cluster.sh"
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() and kvtier.cuda_device_count() > 0 else [])
+
+
+def prompts_sharing_a_prefix(vocab, seed=7):
+    """A: prefix + question; F1, F2: unrelated fillers that push the prefix out of
+    G1 (and G2); B, C: the prefix again with other questions."""
+    rng = random.Random(seed)
+    draw = lambda n: [rng.randrange(1, vocab) for _ in range(n)]  # noqa: E731
+    prefix = draw(64)
+    return [prefix + draw(10), draw(74), draw(74), prefix + draw(12), prefix + draw(5)]
+
+
+@pytest.fixture(scope="module", params=DEVICES)
+def llama(request):
+    model = build_model(tiny_config("tiny-llama"), seed=0, device=request.param)
+    return model
+
+
+@pytest.fixture(scope="module")
+def references(llama):
+    cache = {}
+
+    def of(prompts):
+        for p in prompts:
+            if tuple(p) not in cache:
+                cache[tuple(p)] = reference_generate(llama, p, NEW_TOKENS)
+        return [cache[tuple(p)] for p in prompts]
+
+    return of
+
+
+def run(model, prompts, capacity, max_running=None, **tiers):
+    manager, places = manager_for_model(model, capacity=capacity, **tiers)
+    with manager:
+        decoder = PagedDecoder(model, manager, places, max_running=max_running)
+        decoded = decoder.decode(prompts, NEW_TOKENS)
+        manager.audit()
+    return decoded, decoder.stats
+
+
+def assert_same_as_generate(decoded, references):
+    result = compare(decoded, references)
+    assert result.tokens_equal, f"tokens differ first at (request, token) {result.first_divergence}"
+    assert result.max_logit_diff <= TOLERANCE, result.max_logit_diff
+    assert all(len(d.tokens) == NEW_TOKENS for d in decoded)
+
+
+def test_requests_sharing_a_prefix_forward_only_their_suffix(llama, references):
+    prompts = prompts_sharing_a_prefix(llama.config.vocab_size)
+    decoded, stats = run(llama, prompts, capacity=64, max_running=1)
+    assert_same_as_generate(decoded, references(prompts))
+    b, c = decoded[3], decoded[4]
+    assert b.hit_tokens == 64 and c.hit_tokens == 64, "the shared 64-token prefix is cached"
+    assert b.forwarded == len(b.prompt) - 64 + NEW_TOKENS - 1, "B forwards its suffix, then one token a step"
+    assert stats.hits["g1"] > 0 and stats.preemptions == 0
+
+
+def test_preempted_requests_recompute_and_decode_the_same_tokens(llama, references):
+    prompts = prompts_sharing_a_prefix(llama.config.vocab_size)
+    # 12 pages for five requests of 5-7 pages each, all admitted at once: decode runs out.
+    decoded, stats = run(llama, prompts, capacity=12)
+    assert stats.preemptions > 0
+    assert_same_as_generate(decoded, references(prompts))
+
+
+def test_the_shared_prefix_comes_back_from_g2(llama, references):
+    prompts = prompts_sharing_a_prefix(llama.config.vocab_size)
+    decoded, stats = run(llama, prompts, capacity=8, max_running=1, host_blocks=64)
+    assert stats.hits["g2"] >= 4, stats.hits  # the prefix's 4 blocks, swapped back in
+    assert decoded[3].hit_tokens == 64
+    assert_same_as_generate(decoded, references(prompts))
+
+
+def test_the_shared_prefix_comes_back_from_g3(llama, references, tmp_path):
+    prompts = prompts_sharing_a_prefix(llama.config.vocab_size)
+    decoded, stats = run(llama, prompts, capacity=8, max_running=1, host_blocks=6,
+                         disk_path=str(tmp_path / "g3"), disk_blocks=256)
+    assert stats.hits["g3"] > 0, stats.hits
+    assert_same_as_generate(decoded, references(prompts))
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory):
+    if shutil.which("redis-server") is None:
+        pytest.skip("no redis-server")
+    port = str(14002 + os.getpid() % 1000 * 4)
+    env = dict(os.environ, KVTIER_REDIS_DIR=str(tmp_path_factory.mktemp("redis")))
+    url = subprocess.run(["bash", str(SCRIPT), "start", "1", port], env=env, check=True, capture_output=True,
+                         text=True).stdout.strip()
+    yield url
+    subprocess.run(["bash", str(SCRIPT), "stop", "1", port], env=env, check=True)
+
+
+def test_the_shared_prefix_comes_back_from_g4_in_another_instance(llama, references, redis_url):
+    prompts = prompts_sharing_a_prefix(llama.config.vocab_size)
+    space = f"models-{llama.device.type}"
+    # One instance runs A, then F1 and F2, whose pages push all of A's to G2: published to the store.
+    decoded, stats = run(llama, prompts[:3], capacity=8, max_running=1, host_blocks=8, shared_tier=[redis_url],
+                         shared_namespace=space)
+    assert_same_as_generate(decoded, references(prompts[:3]))
+    # Another instance (its own G1 and G2) on the same store: B's prefix comes from G4.
+    decoded, stats = run(llama, prompts[3:], capacity=8, max_running=1, host_blocks=8, shared_tier=[redis_url],
+                         shared_namespace=space)
+    assert stats.hits["g4"] >= 4, stats.hits
+    assert decoded[0].hit_tokens == 64
+    assert_same_as_generate(decoded, references(prompts[3:]))
+
+
+def test_a_corrupted_byte_of_a_reused_page_shows_in_the_logits(llama, references):
+    """The comparison can fail: one byte of layer 1's K in the prefix's first
+    page, flipped after A cached it, reaches B's logits through its prefix hit."""
+    prompts = prompts_sharing_a_prefix(llama.config.vocab_size)
+    prompts = [prompts[0], prompts[3]]
+    manager, places = manager_for_model(llama, capacity=64)
+    with manager:
+        decoder = PagedDecoder(llama, manager, places, max_running=1)
+        first = decoder.decode(prompts[:1], NEW_TOKENS)
+        a = manager.add_request(prompts[0])
+        assert manager.allocate(a).ready
+        page = int(manager.block_table(a)[0])
+        manager.finish(a)
+        keys = torch.from_dlpack(manager.group_cache(0, 1)["key"])  # layer 1 of the one group
+        raw = keys[page].view(torch.uint8)
+        raw[3, 0, 3] ^= 0x40  # the exponent of token 3, head 0, dim 0 of its K
+        second = decoder.decode(prompts[1:], NEW_TOKENS)
+    assert second[0].hit_tokens == 64
+    assert compare(first, references(prompts[:1])).max_logit_diff <= TOLERANCE
+    result = compare(second, references(prompts[1:]))
+    assert not result.tokens_equal or result.max_logit_diff > TOLERANCE, result
+
+
+def test_check_model_writes_what_other_programs_read(tmp_path, capsys):
+    config = tiny_config("tiny-llama")
+    config.to_json_file(tmp_path / "config.json")
+    prompts = prompts_sharing_a_prefix(config.vocab_size)[:4]
+    (tmp_path / "prompts.json").write_text(json.dumps(prompts))
+    out = tmp_path / "result.json"
+    status = check_model(["--config", str(tmp_path / "config.json"), "--seed", "3", "--prompts",
+                          str(tmp_path / "prompts.json"), "--new-tokens", "8", "--max-running", "1",
+                          "--capacity", "8", "--host-blocks", "64", "--device", "cpu", "--json", str(out)])
+    assert status == 0, capsys.readouterr().out
+    result = json.loads(out.read_text())
+    assert set(result) >= {"requests", "max_logit_diff", "hits"}
+    assert set(result["hits"]) == {"g1", "g2", "g3", "g4"} and result["hits"]["g2"] > 0
+    assert [r["prompt"] for r in result["requests"]] == prompts
+    assert all(len(r["tokens"]) == 8 for r in result["requests"]) and result["max_logit_diff"] <= TOLERANCE
+    assert "OK" in capsys.readouterr().out
