@@ -88,7 +88,7 @@ def main(argv=None) -> int:
         decoder = PagedDecoder(model, manager, places, max_running=args.max_running)
         decoded = decoder.decode(prompts, args.new_tokens)
         stats = decoder.stats
-    references = [reference_generate(model, p, args.new_tokens) for p in prompts]
+    references = [reference_generate(model, p, args.new_tokens, args.kv_cache_dtype) for p in prompts]
     result = compare(decoded, references)
     for i, d in enumerate(decoded):
         print(f"request {i}: {len(d.prompt)} prompt tokens ({d.hit_tokens} from the cache), tokens {d.tokens}")

@@ -42,27 +42,51 @@ def prompts_sharing_a_prefix(vocab, seed=7):
     return [prefix + draw(10), draw(74), draw(74), prefix + draw(12), prefix + draw(5)]
 
 
-@pytest.fixture(scope="module", params=DEVICES)
-def llama(request):
-    model = build_model(tiny_config("tiny-llama"), seed=0, device=request.param)
-    return model
+# Full attention (Llama), 5 sliding : 1 full (Gemma 3), sliding + full with attention sinks (gpt-oss).
+MODELS = ["tiny-llama", "tiny-gemma3", "tiny-gpt-oss"]
+
+
+@pytest.fixture(scope="module", params=[(m, d) for d in DEVICES for m in MODELS], ids=lambda p: f"{p[0]}-{p[1]}")
+def model(request):
+    name, device = request.param
+    return build_model(tiny_config(name), seed=0, device=device)
 
 
 @pytest.fixture(scope="module")
-def references(llama):
+def llama(request):
+    return build_model(tiny_config("tiny-llama"), seed=0, device="cpu")
+
+
+def references_of(model):
     cache = {}
 
     def of(prompts):
         for p in prompts:
             if tuple(p) not in cache:
-                cache[tuple(p)] = reference_generate(llama, p, NEW_TOKENS)
+                cache[tuple(p)] = reference_generate(model, p, NEW_TOKENS)
         return [cache[tuple(p)] for p in prompts]
 
     return of
 
 
+@pytest.fixture(scope="module")
+def references(model):
+    return references_of(model)
+
+
+def groups_of(model):
+    """The KV cache groups kvtier makes of the model: a block of tokens takes a page in each."""
+    manager, _ = manager_for_model(model, capacity=4)
+    with manager:
+        return len(manager.groups["groups"])
+
+
 def run(model, prompts, capacity, max_running=None, **tiers):
-    manager, places = manager_for_model(model, capacity=capacity, **tiers)
+    """capacity and host_blocks: pages for this many blocks of every group."""
+    groups = groups_of(model)
+    if "host_blocks" in tiers:
+        tiers["host_blocks"] *= groups
+    manager, places = manager_for_model(model, capacity=capacity * groups, **tiers)
     with manager:
         decoder = PagedDecoder(model, manager, places, max_running=max_running)
         decoded = decoder.decode(prompts, NEW_TOKENS)
@@ -77,9 +101,9 @@ def assert_same_as_generate(decoded, references):
     assert all(len(d.tokens) == NEW_TOKENS for d in decoded)
 
 
-def test_requests_sharing_a_prefix_forward_only_their_suffix(llama, references):
-    prompts = prompts_sharing_a_prefix(llama.config.vocab_size)
-    decoded, stats = run(llama, prompts, capacity=64, max_running=1)
+def test_requests_sharing_a_prefix_forward_only_their_suffix(model, references):
+    prompts = prompts_sharing_a_prefix(model.config.vocab_size)
+    decoded, stats = run(model, prompts, capacity=64, max_running=1)
     assert_same_as_generate(decoded, references(prompts))
     b, c = decoded[3], decoded[4]
     assert b.hit_tokens == 64 and c.hit_tokens == 64, "the shared 64-token prefix is cached"
@@ -87,25 +111,25 @@ def test_requests_sharing_a_prefix_forward_only_their_suffix(llama, references):
     assert stats.hits["g1"] > 0 and stats.preemptions == 0
 
 
-def test_preempted_requests_recompute_and_decode_the_same_tokens(llama, references):
-    prompts = prompts_sharing_a_prefix(llama.config.vocab_size)
+def test_preempted_requests_recompute_and_decode_the_same_tokens(model, references):
+    prompts = prompts_sharing_a_prefix(model.config.vocab_size)
     # 12 pages for five requests of 5-7 pages each, all admitted at once: decode runs out.
-    decoded, stats = run(llama, prompts, capacity=12)
+    decoded, stats = run(model, prompts, capacity=12)
     assert stats.preemptions > 0
     assert_same_as_generate(decoded, references(prompts))
 
 
-def test_the_shared_prefix_comes_back_from_g2(llama, references):
-    prompts = prompts_sharing_a_prefix(llama.config.vocab_size)
-    decoded, stats = run(llama, prompts, capacity=8, max_running=1, host_blocks=64)
+def test_the_shared_prefix_comes_back_from_g2(model, references):
+    prompts = prompts_sharing_a_prefix(model.config.vocab_size)
+    decoded, stats = run(model, prompts, capacity=8, max_running=1, host_blocks=64)
     assert stats.hits["g2"] >= 4, stats.hits  # the prefix's 4 blocks, swapped back in
     assert decoded[3].hit_tokens == 64
     assert_same_as_generate(decoded, references(prompts))
 
 
-def test_the_shared_prefix_comes_back_from_g3(llama, references, tmp_path):
-    prompts = prompts_sharing_a_prefix(llama.config.vocab_size)
-    decoded, stats = run(llama, prompts, capacity=8, max_running=1, host_blocks=6,
+def test_the_shared_prefix_comes_back_from_g3(model, references, tmp_path):
+    prompts = prompts_sharing_a_prefix(model.config.vocab_size)
+    decoded, stats = run(model, prompts, capacity=8, max_running=1, host_blocks=6,
                          disk_path=str(tmp_path / "g3"), disk_blocks=256)
     assert stats.hits["g3"] > 0, stats.hits
     assert_same_as_generate(decoded, references(prompts))
@@ -123,22 +147,38 @@ def redis_url(tmp_path_factory):
     subprocess.run(["bash", str(SCRIPT), "stop", "1", port], env=env, check=True)
 
 
-def test_the_shared_prefix_comes_back_from_g4_in_another_instance(llama, references, redis_url):
-    prompts = prompts_sharing_a_prefix(llama.config.vocab_size)
-    space = f"models-{llama.device.type}"
+def test_the_shared_prefix_comes_back_from_g4_in_another_instance(model, references, redis_url):
+    prompts = prompts_sharing_a_prefix(model.config.vocab_size)
+    space = f"models-{model.config.model_type}-{model.device.type}"
     # One instance runs A, then F1 and F2, whose pages push all of A's to G2: published to the store.
-    decoded, stats = run(llama, prompts[:3], capacity=8, max_running=1, host_blocks=8, shared_tier=[redis_url],
+    decoded, stats = run(model, prompts[:3], capacity=8, max_running=1, host_blocks=8, shared_tier=[redis_url],
                          shared_namespace=space)
     assert_same_as_generate(decoded, references(prompts[:3]))
     # Another instance (its own G1 and G2) on the same store: B's prefix comes from G4.
-    decoded, stats = run(llama, prompts[3:], capacity=8, max_running=1, host_blocks=8, shared_tier=[redis_url],
+    decoded, stats = run(model, prompts[3:], capacity=8, max_running=1, host_blocks=8, shared_tier=[redis_url],
                          shared_namespace=space)
     assert stats.hits["g4"] >= 4, stats.hits
     assert decoded[0].hit_tokens == 64
     assert_same_as_generate(decoded, references(prompts[3:]))
 
 
-def test_a_corrupted_byte_of_a_reused_page_shows_in_the_logits(llama, references):
+@pytest.mark.parametrize("kv_cache_dtype", ["bfloat16", "fp8_per_token_head"])
+def test_pages_in_vllms_formats_decode_as_a_cache_that_rounds_the_same_way(model, kv_cache_dtype):
+    """bf16 pages (vLLM's default for these models) and FP8 with a scale per
+    (token, head): the tokens and logits of generate() with a DynamicCache
+    that stores K/V rounded as the pages hold them — with preemption and a
+    prefix through G2. The unrounded model differs, so the pages really are
+    in that format."""
+    prompts = prompts_sharing_a_prefix(model.config.vocab_size)
+    decoded, stats = run(model, prompts, capacity=10, host_blocks=64, kv_cache_dtype=kv_cache_dtype)
+    assert stats.preemptions > 0
+    references = [reference_generate(model, p, NEW_TOKENS, kv_cache_dtype) for p in prompts]
+    assert_same_as_generate(decoded, references)
+    unrounded = [reference_generate(model, p, NEW_TOKENS) for p in prompts[:1]]
+    assert compare(decoded[:1], unrounded).max_logit_diff > 1e-5
+
+
+def test_a_corrupted_byte_of_a_reused_page_shows_in_the_logits(llama):
     """The comparison can fail: one byte of layer 1's K in the prefix's first
     page, flipped after A cached it, reaches B's logits through its prefix hit."""
     prompts = prompts_sharing_a_prefix(llama.config.vocab_size)
@@ -156,6 +196,7 @@ def test_a_corrupted_byte_of_a_reused_page_shows_in_the_logits(llama, references
         raw[3, 0, 3] ^= 0x40  # the exponent of token 3, head 0, dim 0 of its K
         second = decoder.decode(prompts[1:], NEW_TOKENS)
     assert second[0].hit_tokens == 64
+    references = references_of(llama)
     assert compare(first, references(prompts[:1])).max_logit_diff <= TOLERANCE
     result = compare(second, references(prompts[1:]))
     assert not result.tokens_equal or result.max_logit_diff > TOLERANCE, result

@@ -52,8 +52,8 @@ def build_step(manager, block_sizes: list[int], token_groups: list[bool], work, 
         for table, (_, tokens, first) in zip(tables, work):
             for p in range(first, first + len(tokens)):
                 page = int(table[p // block_size])
-                if page < 0:
-                    raise RuntimeError(f"group {g}: token {p} has no page in its block table")
+                if page < 0 or page == manager.null_page:
+                    raise RuntimeError(f"group {g}: token {p}, computed now, has no page of its own in its table")
                 rows[row, : len(table)] = table
                 slots[row] = page * block_size + p % block_size
                 row += 1

@@ -10,9 +10,20 @@ from transformers import AutoConfig, AutoModelForCausalLM
 _COMMON = {"vocab_size": 512, "max_position_embeddings": 2048, "bos_token_id": None, "eos_token_id": None,
            "pad_token_id": 0, "tie_word_embeddings": False}
 
+# Each keeps its architecture's KV shape: GQA, its layer kinds in their pattern, windows short enough
+# that the test prompts (60-90 tokens) reach past them.
 TINY_CONFIGS = {
     "tiny-llama": dict(model_type="llama", hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                        num_attention_heads=4, num_key_value_heads=2, head_dim=16),
+    # 5 sliding : 1 full, query_pre_attn_scalar scaling, local and global RoPE.
+    "tiny-gemma3": dict(model_type="gemma3_text", hidden_size=64, intermediate_size=128, num_hidden_layers=6,
+                        num_attention_heads=4, num_key_value_heads=2, head_dim=16, query_pre_attn_scalar=16,
+                        sliding_window=32),
+    # Sliding and full attention alternating, attention sinks, a mixture of experts.
+    "tiny-gpt-oss": dict(model_type="gpt_oss", hidden_size=64, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=16, num_local_experts=4,
+                         num_experts_per_tok=2, sliding_window=32,
+                         layer_types=["sliding_attention", "full_attention"]),
 }
 
 
