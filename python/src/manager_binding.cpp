@@ -120,30 +120,6 @@ g1::OwnerId existing_owner(PyManager& m, nb::handle value) {
   return owner;
 }
 
-/// `groups` (dicts as a script's init.groups), a preset `model` or a
-/// `model_config` file (its pages in `kv_cache_dtype`, vLLM's names): the
-/// manager's KV cache groups (none: one full-attention group).
-std::vector<GroupSpec> groups_from_python(const std::optional<nb::list>& groups,
-                                          const std::optional<std::string>& model_name,
-                                          const std::optional<std::string>& model_config,
-                                          const std::optional<std::string>& kv_cache_dtype, const KvGeometry& layout) {
-  if ((groups ? 1 : 0) + (model_name ? 1 : 0) + (model_config ? 1 : 0) > 1) {
-    throw ConfigError("groups, model and model_config each describe the KV cache groups: give one of them");
-  }
-  if (kv_cache_dtype && !model_name && !model_config) {
-    throw ConfigError("kv_cache_dtype sets a model's page format: it needs model or model_config");
-  }
-  if (model_name || model_config) {
-    const model::ModelDescription described =
-        model_name ? model::preset(*model_name) : model::load_model_config(*model_config);
-    if (!kv_cache_dtype || *kv_cache_dtype == "auto") return described.groups;
-    return model::with_kv_cache_dtype(described, parse_kv_quant(*kv_cache_dtype)).groups;
-  }
-  if (!groups) return {};
-  const std::string text = nb::cast<std::string>(nb::module_::import_("json").attr("dumps")(*groups));
-  return model::parse_group_specs(nlohmann::json::parse(text), layout);
-}
-
 nb::dict metrics(PyManager& m) {
   const g1::G1Manager& manager = m.manager();
   const g1::G1Metrics metrics = manager.metrics();
@@ -245,6 +221,10 @@ void bind_request_calls(nb::class_<PyManager>& c) {
           "resident_prefix",
           [](PyManager& m, RequestState& r) { return m.session().driver().resident_prefix(checked(m, r).sequence); },
           "Leading full blocks of the request cached in G1 now.")
+      .def(
+          "begin_step", [](PyManager& m) { m.call([&] { m.manager().begin_step(); }); },
+          "A scheduler step begins: Mamba states cached in earlier steps may be hit from now on (vLLM makes a "
+          "state cached in a step a hit from the next one). Call it once a step, before admitting requests.")
       .def("prefill_cost",
            [](PyManager& m, RequestState& r) { return m.manager().get_prefill_cost(checked(m, r).sequence); })
       .def(
@@ -558,9 +538,17 @@ void bind_manager(nb::module_& module) {
             if (geometry == nullptr) return nb::none();
             nlohmann::ordered_json out;
             model::describe_groups(*geometry, out);
+            // What a model integration needs beyond the script's answer: each group's layers and span.
+            for (std::size_t g = 0; g < geometry->group_count(); ++g) {
+              const GroupSpec& spec = geometry->groups()[g].spec;
+              out["groups"][g]["layers"] = spec.layers;
+              if (spec.sliding_window != 0) out["groups"][g]["sliding_window"] = spec.sliding_window;
+              if (spec.attention_chunk_size != 0) out["groups"][g]["attention_chunk_size"] = spec.attention_chunk_size;
+            }
             return nb::module_::import_("json").attr("loads")(out.dump());
           },
-          "The resolved KV cache groups (groups, page bytes, scheduler_block_size, hash_block_size), or None.")
+          "The resolved KV cache groups (groups: kind, block_size, page_bytes, padded_page_bytes, layers, "
+          "sliding_window or attention_chunk_size; scheduler_block_size, hash_block_size), or None.")
       .def_prop_ro(
           "null_page",
           [](PyManager& m) -> std::optional<std::uint32_t> {

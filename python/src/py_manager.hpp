@@ -6,9 +6,12 @@
 
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
+#include "kvtier/core/kv_layout.hpp"
 #include "kvtier/core/lineage_hash.hpp"
+#include "kvtier/core/model_geometry.hpp"
 #include "kvtier/core/unique_block.hpp"
 #include "manager_session.hpp"
 
@@ -86,6 +89,13 @@ PositionalLineageHash plh_from_python(nanobind::handle value);
 std::vector<PositionalLineageHash> plhs_from_python(nanobind::handle values);
 
 void bind_manager(nanobind::module_& module);
+/// `groups` (dicts as a script's init.groups), a preset `model` or a
+/// `model_config` file (its pages in `kv_cache_dtype`, vLLM's names): the
+/// manager's KV cache groups (none: one full-attention group).
+std::vector<GroupSpec> groups_from_python(const std::optional<nanobind::list>& groups,
+                                          const std::optional<std::string>& model_name,
+                                          const std::optional<std::string>& model_config,
+                                          const std::optional<std::string>& kv_cache_dtype, const KvGeometry& layout);
 void bind_move_block_calls(nanobind::class_<PyManager>& manager);
 void bind_offload_calls(nanobind::class_<PyManager>& manager);
 void bind_attention(nanobind::class_<PyManager>& manager);

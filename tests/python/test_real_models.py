@@ -42,8 +42,9 @@ def prompts_sharing_a_prefix(vocab, seed=7):
     return [prefix + draw(10), draw(74), draw(74), prefix + draw(12), prefix + draw(5)]
 
 
-# Full attention (Llama), 5 sliding : 1 full (Gemma 3), sliding + full with attention sinks (gpt-oss).
-MODELS = ["tiny-llama", "tiny-gemma3", "tiny-gpt-oss"]
+# Full attention (Llama), 5 sliding : 1 full (Gemma 3), sliding + full with attention sinks (gpt-oss),
+# Gated DeltaNet + full attention (Qwen3-Next), MLA (DeepSeek-V3).
+MODELS = ["tiny-llama", "tiny-gemma3", "tiny-gpt-oss", "tiny-qwen3-next", "tiny-deepseek-v3"]
 
 
 @pytest.fixture(scope="module", params=[(m, d) for d in DEVICES for m in MODELS], ids=lambda p: f"{p[0]}-{p[1]}")
@@ -129,7 +130,7 @@ def test_the_shared_prefix_comes_back_from_g2(model, references):
 
 def test_the_shared_prefix_comes_back_from_g3(model, references, tmp_path):
     prompts = prompts_sharing_a_prefix(model.config.vocab_size)
-    decoded, stats = run(model, prompts, capacity=8, max_running=1, host_blocks=6,
+    decoded, stats = run(model, prompts, capacity=8, max_running=1, host_blocks=4,
                          disk_path=str(tmp_path / "g3"), disk_blocks=256)
     assert stats.hits["g3"] > 0, stats.hits
     assert_same_as_generate(decoded, references(prompts))
@@ -162,13 +163,17 @@ def test_the_shared_prefix_comes_back_from_g4_in_another_instance(model, referen
     assert_same_as_generate(decoded, references(prompts[3:]))
 
 
-@pytest.mark.parametrize("kv_cache_dtype", ["bfloat16", "fp8_per_token_head"])
-def test_pages_in_vllms_formats_decode_as_a_cache_that_rounds_the_same_way(model, kv_cache_dtype):
-    """bf16 pages (vLLM's default for these models) and FP8 with a scale per
-    (token, head): the tokens and logits of generate() with a DynamicCache
-    that stores K/V rounded as the pages hold them — with preemption and a
-    prefix through G2. The unrounded model differs, so the pages really are
-    in that format."""
+@pytest.mark.parametrize("page_format", ["bf16", "fp8"])
+def test_pages_in_vllms_formats_decode_as_a_cache_that_rounds_the_same_way(model, page_format):
+    """bf16 pages (vLLM's default for these models) and FP8 (a scale per
+    (token, head); MLA's latent per tensor): the tokens and logits of
+    generate() with a DynamicCache that stores K/V rounded as the pages hold
+    them — with preemption and a prefix through G2. The unrounded model
+    differs, so the pages really are in that format."""
+    mla = model.config.model_type == "deepseek_v3"
+    if page_format == "bf16" and model.config.model_type == "qwen3_next":
+        pytest.skip("a bf16 model's Gated DeltaNet states are bf16 too: this fp32 model's are fp32")
+    kv_cache_dtype = {"bf16": "bfloat16", "fp8": "fp8" if mla else "fp8_per_token_head"}[page_format]
     prompts = prompts_sharing_a_prefix(model.config.vocab_size)
     decoded, stats = run(model, prompts, capacity=10, host_blocks=64, kv_cache_dtype=kv_cache_dtype)
     assert stats.preemptions > 0

@@ -44,10 +44,15 @@ class PagedDecoder:
 
     def __init__(self, model, manager, layer_places, max_running: int | None = None):
         self.model, self.manager, self.max_running = model, manager, max_running
-        self.cache = KvtierCache(manager, layer_places)
+        self.cache = KvtierCache(manager, layer_places, model.config, model.dtype)
         described = manager.groups["groups"]
         self.block_sizes = [g["block_size"] for g in described]
         self.token_groups = [g["kind"] != "mamba" for g in described]
+        # transformers' linear-attention layers take one sequence a forward (no varlen batch), and
+        # a prefill ends at the last block boundary first so the state there is cached (vLLM's
+        # _mamba_block_aligned_split).
+        self.one_request_a_forward = not all(self.token_groups)
+        self.hash_block = manager.groups["hash_block_size"]
         self.has_tier = manager.metrics()["host_capacity"] > 0
         self.device = next(model.parameters()).device
         self.stats = DecodeStats()
@@ -69,6 +74,7 @@ class PagedDecoder:
         waiting, running = deque(requests), []
         computed = {}  # owner -> tokens whose K/V is in the pages
         while waiting or running:
+            m.begin_step()  # states cached in earlier steps may be hit from now on
             while waiting and (self.max_running is None or len(running) < self.max_running):
                 r = waiting[0]
                 hit = self._admit(r)
@@ -82,26 +88,15 @@ class PagedDecoder:
             if not running:
                 raise RuntimeError("the pool cannot hold the next request even alone")
             work = [(r, list(r.tokens)[computed[r.owner] :], computed[r.owner]) for r in running]
-            step = build_step(m, self.block_sizes, self.token_groups, work, self.device)
-            self.cache.begin_step(step)
-            with torch.no_grad():
-                logits = self.model(
-                    input_ids=step.input_ids,
-                    position_ids=step.position_ids,
-                    past_key_values=self.cache,
-                    use_cache=True,
-                    kvtier_cache=self.cache,
-                ).logits[0]
             self.stats.steps += 1
-            self.stats.forwarded_tokens += step.input_ids.shape[1]
-            for (r, tokens, _), row in zip(work, step.last_rows):
+            for (r, tokens, _), logits in self._forward(work):
                 record = out[index[r.owner]]
                 record.forwarded += len(tokens)
                 computed[r.owner] = len(r)
                 if r.computed_tokens < len(r):
                     m.finalize(r, len(r))  # its prompt's (or recompute's) blocks become reusable
-                record.logits.append(logits[row].detach().to(torch.float32).cpu())
-                record.tokens.append(int(torch.argmax(logits[row])))
+                record.logits.append(logits.detach().to(torch.float32).cpu())
+                record.tokens.append(int(torch.argmax(logits)))
             for r in [r for r in running if len(out[index[r.owner]].tokens) == new_tokens]:
                 m.finish(r)
                 running.remove(r)
@@ -110,6 +105,40 @@ class PagedDecoder:
                 if r in running:
                     self._append(r, out[index[r.owner]].tokens[-1], running, waiting)
         return out
+
+    def _forward(self, work):
+        """Runs the step's forwards: all requests in one flat batch, or one
+        request at a time (in block-aligned chunks) for a recurrent model.
+        Yields each request's work item and its last token's logits."""
+        if not self.one_request_a_forward:
+            logits, step = self._run(work)
+            for item, row in zip(work, step.last_rows):
+                yield item, logits[row]
+            return
+        for r, tokens, first in work:
+            end = first + len(tokens)
+            boundary = (end - 1) // self.hash_block * self.hash_block
+            chunks = [(first, boundary), (boundary, end)] if first < boundary else [(first, end)]
+            for a, b in chunks:
+                logits, step = self._run([(r, tokens[a - first : b - first], a)])
+                if r.computed_tokens < b:
+                    self.manager.finalize(r, b)  # a state the schedule lands on: cached at its block's end
+            yield (r, tokens, first), logits[step.last_rows[0]]
+
+    def _run(self, work):
+        step = build_step(self.manager, self.block_sizes, self.token_groups, work, self.device)
+        self.cache.begin_step(step)
+        with torch.no_grad():
+            logits = self.model(
+                input_ids=step.input_ids,
+                position_ids=step.position_ids,
+                past_key_values=self.cache,
+                use_cache=True,
+                kvtier_cache=self.cache,
+            ).logits[0]
+        self.cache.end_step()
+        self.stats.forwarded_tokens += step.input_ids.shape[1]
+        return logits, step
 
     def _append(self, r, token, running, waiting) -> None:
         """The request's next token gets its slot; while the pool is full the

@@ -17,12 +17,15 @@ class Reference:
 
 def round_like_pages(x: torch.Tensor, kv_cache_dtype: str | None) -> torch.Tensor:
     """K or V [batch, heads, tokens, head_dim] as kvtier's pages give it back:
-    rounded to bf16/fp16, or fp8 e4m3 with one fp32 scale per (token, head)
-    row of amax / 448 (docs/page-formats.md)."""
+    rounded to bf16/fp16, to fp8 e4m3 (per tensor, scale 1), or to fp8 e4m3
+    with one fp32 scale per (token, head) row of amax / 448
+    (docs/page-formats.md)."""
     if kv_cache_dtype in (None, "auto", "float32"):
         return x
     if kv_cache_dtype in ("bfloat16", "float16"):
         return x.to(getattr(torch, kv_cache_dtype)).to(x.dtype)
+    if kv_cache_dtype == "fp8":  # one scale for the layer, outside the page: 1.0 here
+        return x.to(torch.float8_e4m3fn).to(x.dtype)
     if kv_cache_dtype == "fp8_per_token_head":
         amax = x.abs().amax(dim=-1, keepdim=True).to(torch.float32)
         scale = torch.where(amax > 0, amax / 448.0, torch.ones_like(amax))

@@ -28,6 +28,10 @@ class StepBatch:
     position_ids: torch.Tensor  # [1, tokens]
     groups: list[GroupRows | None]  # None for a group that keeps a state, not tokens
     last_rows: list[int] = field(default_factory=list)  # each request's last token, whose logits sample
+    # A state (Mamba) group: the page holding the state the step starts from (None at token 0) and
+    # the page the state after it goes to — the blocks of the last token before and after the step
+    # (vLLM's align mode: a state at a block's end is that block's, and cacheable with it).
+    state_pages: list[tuple[int | None, int] | None] = field(default_factory=list)
 
 
 def build_step(manager, block_sizes: list[int], token_groups: list[bool], work, device) -> StepBatch:
@@ -40,10 +44,18 @@ def build_step(manager, block_sizes: list[int], token_groups: list[bool], work, 
         positions.extend(range(first, first + len(tokens)))
         last_rows.append(len(ids) - 1)
     groups: list[GroupRows | None] = []
+    state_pages: list[tuple[int | None, int] | None] = []
     for g, block_size in enumerate(block_sizes):
         if not token_groups[g]:
+            if len(work) != 1:
+                raise ValueError("a model with recurrent state forwards one request at a time")
+            r, tokens, first = work[0]
+            table = list(manager.block_table(r, group=g))
+            start = table[(first - 1) // block_size] if first > 0 else None
+            state_pages.append((start, table[(first + len(tokens) - 1) // block_size]))
             groups.append(None)
             continue
+        state_pages.append(None)
         tables = [np.asarray(manager.block_table(r, group=g), dtype=np.int32) for r, _, _ in work]
         width = max(len(t) for t in tables)
         rows = np.full((len(ids), width), -1, dtype=np.int32)
@@ -70,4 +82,5 @@ def build_step(manager, block_sizes: list[int], token_groups: list[bool], work, 
         position_ids=torch.tensor([positions], dtype=torch.long, device=device),
         groups=groups,
         last_rows=last_rows,
+        state_pages=state_pages,
     )

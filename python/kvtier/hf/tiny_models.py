@@ -24,6 +24,18 @@ TINY_CONFIGS = {
                          num_attention_heads=4, num_key_value_heads=2, head_dim=16, num_local_experts=4,
                          num_experts_per_tok=2, sliding_window=32,
                          layer_types=["sliding_attention", "full_attention"]),
+    # MLA: a low-rank query, a kv_lora_rank latent and a RoPE key a token; a dense layer, then MoE.
+    "tiny-deepseek-v3": dict(model_type="deepseek_v3", hidden_size=64, intermediate_size=128,
+                             moe_intermediate_size=32, num_hidden_layers=2, num_attention_heads=4,
+                             num_key_value_heads=4, kv_lora_rank=32, q_lora_rank=48, qk_rope_head_dim=8,
+                             qk_nope_head_dim=16, v_head_dim=16, n_routed_experts=4, num_experts_per_tok=2,
+                             n_shared_experts=1, n_group=1, topk_group=1, first_k_dense_replace=1),
+    # Gated DeltaNet linear attention, every 4th layer full attention (gated), a mixture of experts.
+    "tiny-qwen3-next": dict(model_type="qwen3_next", hidden_size=64, intermediate_size=128, num_hidden_layers=4,
+                            num_attention_heads=4, num_key_value_heads=2, head_dim=16, linear_conv_kernel_dim=4,
+                            linear_key_head_dim=8, linear_value_head_dim=8, linear_num_key_heads=2,
+                            linear_num_value_heads=4, moe_intermediate_size=32, shared_expert_intermediate_size=32,
+                            num_experts=4, num_experts_per_tok=2),
 }
 
 
