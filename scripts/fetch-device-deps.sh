@@ -17,4 +17,9 @@ ls -l --block-size=K ./*.deb
 # pure-Python wheel, installed there with --no-index into the build folder.
 cd .. && rm -rf wheels && mkdir wheels
 python3 -m pip download --quiet --no-deps --only-binary=:all: -d wheels "$(grep -o 'nanobind==[0-9.]*' ../pyproject.toml)"
+# transformers (pinned in tests/python/model-requirements.txt) and what it needs beyond the image's
+# PyTorch and numpy, for the real-model tests on the GPU: installed there with --no-index --no-deps.
+python3 -m pip download --quiet --only-binary=:all: -d wheels \
+  "$(grep -o '^transformers==[0-9.]*' ../tests/python/model-requirements.txt)"
+rm -f wheels/numpy-*.whl
 ls -l --block-size=K wheels

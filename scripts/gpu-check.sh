@@ -11,7 +11,9 @@
 # build.log, ctest-cpu.log, ctest-gpu.log, sanitizer.log, bench.log,
 # swap-bench.csv, replay.log, python-gpu.log (the Python module built in the
 # tree, its gpu-marked PyTorch comparison and the DLPack tests, on the
-# image's PyTorch; nanobind from .deps/wheels when carried).
+# image's PyTorch; nanobind from .deps/wheels when carried), python-models.log
+# (the real transformers models through kvtier's CUDA kernels, transformers
+# from .deps/wheels).
 #
 # Usage: scripts/gpu-check.sh            the whole check; fails without a GPU
 #        scripts/gpu-check.sh --no-gpu   only the steps a CPU machine can run
@@ -172,6 +174,20 @@ if ! $no_gpu; then
       -p no:cacheprovider -rs tests/python/test_gpu_attention.py tests/python/test_dlpack_views.py
     if grep -q 'SKIPPED.*test_gpu_attention' "$py_log"; then
       echo "python gpu tests skipped (a GPU check with skipped tests is a failed check)" | tee -a "$summary"
+      failed=1
+    fi
+    # Real transformers models through kvtier's CUDA kernels (issue 34): transformers from the carried wheels.
+    if compgen -G ".deps/wheels/transformers-*.whl" > /dev/null; then
+      python3 -m pip install --quiet --no-index --no-deps --target "$build/pydeps" .deps/wheels/*.whl
+      step "pytest (real models)" 240 "$out/python-models.log" env KVTIER_REQUIRE_MODEL_TESTS=1 \
+        PYTHONPATH="$PWD/$build/python:$PWD/$build/pydeps:${PYTHONPATH:-}" python3 -m pytest -q -p no:cacheprovider \
+        -rs tests/python/test_real_models.py
+      cuda_cases=$(PYTHONPATH="$PWD/$build/python:$PWD/$build/pydeps:${PYTHONPATH:-}" python3 -m pytest -q \
+        -p no:cacheprovider --collect-only tests/python/test_real_models.py 2>/dev/null | grep -c -- '-cuda\]')
+      echo "real models: $cuda_cases cases on the GPU" | tee -a "$summary"
+      ((cuda_cases > 0)) || { echo "real models: no case ran on the GPU" | tee -a "$summary"; failed=1; }
+    else
+      echo "real models: no transformers wheel in .deps/wheels (scripts/fetch-device-deps.sh)" | tee -a "$summary"
       failed=1
     fi
   fi

@@ -193,7 +193,8 @@ void add_info_command(CLI::App& app, int& exit_code) {
   info->add_flag("--no-hybrid", options->model.no_hybrid,
                  "every attention layer in one full-attention group (vLLM's --disable-hybrid-kv-cache-manager)");
   info->add_option("--kv-cache-dtype", options->model.kv_cache_dtype,
-                   "the attention groups' page format (vLLM's names): auto, fp8, fp8_per_token_head, "
+                   "the attention groups' page format (vLLM's names): auto, bfloat16, float16, float32, fp8, "
+                   "fp8_per_token_head, "
                    "int8_per_token_head, nvfp4, fp8_ds_mla")
       ->capture_default_str();
   info->add_flag("--json", options->json, "print one JSON object");

@@ -14,8 +14,7 @@ model::ModelDescription load_described_model(const ModelInfoOptions& options) {
   }
   const model::ModelDescription described =
       options.model.empty() ? model::load_model_config(options.model_config) : model::preset(options.model);
-  if (options.kv_cache_dtype == "auto") return described;
-  return model::with_kv_cache_dtype(described, parse_kv_quant(options.kv_cache_dtype));
+  return model::with_kv_cache_dtype(described, options.kv_cache_dtype);
 }
 
 nlohmann::json describe_model(const ModelInfoOptions& options) {

@@ -400,7 +400,8 @@ void add_replay_command(CLI::App& app, int& exit_code) {
                 "--disable-hybrid-kv-cache-manager)");
   cmd->add_flag("!--no-compare", o->model.compare, "with --model: skip the --no-hybrid run beside the hybrid one");
   cmd->add_option("--kv-cache-dtype", o->model.kv_cache_dtype,
-                  "with --model: the attention groups' page format, as vLLM names it: auto (the model's dtype), fp8, "
+                  "with --model: the attention groups' page format, as vLLM names it: auto (the model's dtype), "
+                  "bfloat16, float16, float32, fp8, "
                   "fp8_per_token_head, int8_per_token_head, nvfp4, fp8_ds_mla (MLA)")
       ->capture_default_str();
   cmd->add_option("--check-page-bytes", o->model.check_page_bytes,

@@ -277,6 +277,20 @@ ModelDescription with_kv_cache_dtype(const ModelDescription& model, KvQuant quan
   return out;
 }
 
+ModelDescription with_kv_cache_dtype(const ModelDescription& model, std::string_view name) {
+  if (name == "auto") return model;
+  static const std::map<std::string_view, KvDtype> kDtypes{
+      {"bfloat16", KvDtype::Bf16}, {"float16", KvDtype::Fp16}, {"float32", KvDtype::Fp32}};
+  const auto dtype = kDtypes.find(name);
+  if (dtype == kDtypes.end()) return with_kv_cache_dtype(model, parse_kv_quant(name));
+  ModelDescription out = model;
+  for (GroupSpec& g : out.groups) {
+    if (g.kind != GroupKind::Mamba) g.dtype = dtype->second;
+  }
+  out.layer_summary += ", KV cache " + std::string(name);
+  return out;
+}
+
 std::uint64_t pages_in(const ModelGeometry& geometry, double gib) {
   if (!(gib > 0) || !std::isfinite(gib)) throw ConfigError("the KV cache memory must be a positive number of GiB");
   return static_cast<std::uint64_t>(std::floor(gib * 1073741824.0 / static_cast<double>(geometry.page_bytes())));

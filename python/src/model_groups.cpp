@@ -2,6 +2,7 @@
 // KV cache groups a Python caller describes, as the script's init and the
 // CLI's --model read them.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
 
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -31,8 +32,7 @@ std::vector<GroupSpec> groups_from_python(const std::optional<nb::list>& groups,
   if (model_name || model_config) {
     const model::ModelDescription described =
         model_name ? model::preset(*model_name) : model::load_model_config(*model_config);
-    if (!kv_cache_dtype || *kv_cache_dtype == "auto") return described.groups;
-    return model::with_kv_cache_dtype(described, parse_kv_quant(*kv_cache_dtype)).groups;
+    return kv_cache_dtype ? model::with_kv_cache_dtype(described, *kv_cache_dtype).groups : described.groups;
   }
   if (!groups) return {};
   const std::string text = nb::cast<std::string>(nb::module_::import_("json").attr("dumps")(*groups));

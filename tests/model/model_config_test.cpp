@@ -95,6 +95,16 @@ TEST(ModelConfig, Transformers5DtypeFieldIsRead) {
   EXPECT_EQ(read_model_config(config, "tiny", "test").groups[0].dtype, KvDtype::Fp32);
 }
 
+TEST(ModelConfig, AKvCacheDtypeByNameSetsTheAttentionPagesAndKeepsTheStates) {
+  const ModelDescription qwen = preset("qwen3-next-80b-a3b");  // bf16: make its pages fp32, then fp8
+  const ModelDescription wide = with_kv_cache_dtype(qwen, "float32");
+  EXPECT_EQ(wide.groups[0].dtype, KvDtype::Fp32);
+  EXPECT_EQ(wide.groups[1].state_bytes, qwen.groups[1].state_bytes) << "a Mamba state keeps the model's dtype";
+  EXPECT_EQ(with_kv_cache_dtype(qwen, "fp8_per_token_head").groups[0].quant, KvQuant::Fp8PerTokenHead);
+  EXPECT_EQ(with_kv_cache_dtype(qwen, "auto").groups[0].dtype, KvDtype::Bf16);
+  EXPECT_THROW(with_kv_cache_dtype(qwen, "int4"), ConfigError);
+}
+
 TEST(ModelConfig, ThePoolIsTheMemoryOverOnePage) {
   const ModelGeometry g = preset("gpt-oss-120b").geometry();
   EXPECT_EQ(pages_in(g, 8.0), 8ULL * 1073741824 / g.page_bytes());

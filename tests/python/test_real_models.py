@@ -28,6 +28,9 @@ from kvtier.hf import PagedDecoder, build_model, compare, manager_for_model, ref
 
 NEW_TOKENS = 32
 TOLERANCE = 1e-3  # fp32: the same arithmetic but for the order of a few sums
+# FP8 pages: a key that differs in its last bit between a batched forward and generate()'s may round
+# to the next fp8 code (a step of 1/16 of the value), so the logits may move by about 1e-3.
+FP8_TOLERANCE = 1e-2
 SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "redis-cluster.sh"
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() and kvtier.cuda_device_count() > 0 else [])
@@ -95,10 +98,10 @@ def run(model, prompts, capacity, max_running=None, **tiers):
     return decoded, decoder.stats
 
 
-def assert_same_as_generate(decoded, references):
+def assert_same_as_generate(decoded, references, tolerance=TOLERANCE):
     result = compare(decoded, references)
     assert result.tokens_equal, f"tokens differ first at (request, token) {result.first_divergence}"
-    assert result.max_logit_diff <= TOLERANCE, result.max_logit_diff
+    assert result.max_logit_diff <= tolerance, result.max_logit_diff
     assert all(len(d.tokens) == NEW_TOKENS for d in decoded)
 
 
@@ -171,14 +174,12 @@ def test_pages_in_vllms_formats_decode_as_a_cache_that_rounds_the_same_way(model
     them — with preemption and a prefix through G2. The unrounded model
     differs, so the pages really are in that format."""
     mla = model.config.model_type == "deepseek_v3"
-    if page_format == "bf16" and model.config.model_type == "qwen3_next":
-        pytest.skip("a bf16 model's Gated DeltaNet states are bf16 too: this fp32 model's are fp32")
     kv_cache_dtype = {"bf16": "bfloat16", "fp8": "fp8" if mla else "fp8_per_token_head"}[page_format]
     prompts = prompts_sharing_a_prefix(model.config.vocab_size)
     decoded, stats = run(model, prompts, capacity=10, host_blocks=64, kv_cache_dtype=kv_cache_dtype)
     assert stats.preemptions > 0
     references = [reference_generate(model, p, NEW_TOKENS, kv_cache_dtype) for p in prompts]
-    assert_same_as_generate(decoded, references)
+    assert_same_as_generate(decoded, references, FP8_TOLERANCE if page_format == "fp8" else TOLERANCE)
     unrounded = [reference_generate(model, p, NEW_TOKENS) for p in prompts[:1]]
     assert compare(decoded[:1], unrounded).max_logit_diff > 1e-5
 

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kvtier/core/model_geometry.hpp"
@@ -62,6 +63,11 @@ ModelDescription without_hybrid(const ModelDescription& model);
 /// (fp8_ds_mla on K/V, per-token-head or nvfp4 on an MLA latent, nvfp4 with
 /// a head size that is not a multiple of 16).
 ModelDescription with_kv_cache_dtype(const ModelDescription& model, KvQuant quant);
+/// vLLM's --kv-cache-dtype by name: "auto" (the model's dtype), "bfloat16",
+/// "float16" or "float32" (every attention group's pages in that dtype; a
+/// Mamba state keeps the model's, as vLLM's separate mamba_ssm_cache_dtype
+/// does by default), or a quantization kv_quant_name() names.
+ModelDescription with_kv_cache_dtype(const ModelDescription& model, std::string_view name);
 
 /// Pages of `geometry` in `gib` GiB of KV cache memory, as vLLM sizes its
 /// pool: bytes available / bytes of one page (every group shares the page).

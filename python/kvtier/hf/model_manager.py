@@ -11,26 +11,21 @@ import tempfile
 import kvtier
 
 
-# vLLM's --kv-cache-dtype names that only change the pages' dtype (the rest are quantized formats).
-PAGE_DTYPES = {"auto": None, "bfloat16": "bfloat16", "float16": "float16", "float32": "float32"}
-
-
 def manager_for_model(model, *, capacity: int, kv_cache_dtype: str | None = None, **options):
     """(manager, layer_places) for `model`; `kv_cache_dtype` is vLLM's
-    --kv-cache-dtype (auto: the model's dtype; bfloat16, float16; or a
-    quantized format: fp8, fp8_per_token_head, int8_per_token_head, nvfp4,
-    fp8_ds_mla); `options` go to kvtier.Manager (device, host_blocks,
+    --kv-cache-dtype for the attention pages (auto: the model's dtype;
+    bfloat16, float16; or a quantized format: fp8, fp8_per_token_head,
+    int8_per_token_head, nvfp4, fp8_ds_mla) — a linear-attention state stays
+    in the model's dtype; `options` go to kvtier.Manager (device, host_blocks,
     disk_path, disk_blocks, shared_tier, ...). The device defaults to the
     model's: the host runtime for a CPU model, CUDA for a model on the GPU."""
     config = model.config.to_dict()
-    dtype = PAGE_DTYPES.get(kv_cache_dtype or "auto", None)
-    config["dtype"] = dtype or str(model.dtype).removeprefix("torch.")
-    quant = None if (kv_cache_dtype or "auto") in PAGE_DTYPES else kv_cache_dtype
+    config["dtype"] = str(model.dtype).removeprefix("torch.")  # what the model computes (and its states) in
     options.setdefault("device", "cuda" if next(model.parameters()).is_cuda else "host")
     with tempfile.TemporaryDirectory(prefix="kvtier-model-") as directory:
         path = os.path.join(directory, "config.json")
         with open(path, "w") as f:
             json.dump(config, f)
         layer_places = kvtier.model_layers(model_config=path)
-        manager = kvtier.Manager(model_config=path, capacity=capacity, kv_cache_dtype=quant, **options)
+        manager = kvtier.Manager(model_config=path, capacity=capacity, kv_cache_dtype=kv_cache_dtype, **options)
     return manager, layer_places
