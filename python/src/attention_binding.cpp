@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "compute_stream.hpp"
+#include "kernel_call.hpp"
 #include "kvtier/core/errors.hpp"
 #include "kvtier/core/expects.hpp"
 #include "kvtier/kernels/reference/paged_attention.hpp"
@@ -26,8 +26,6 @@ using namespace nb::literals;
 namespace kvtier::python {
 namespace {
 
-using Floats = nb::ndarray<float, nb::c_contig>;
-using Ints = nb::ndarray<std::int32_t, nb::c_contig>;
 
 void require(bool ok, const std::string& what) { KVTIER_EXPECTS(ok, "paged_attention: ", what); }
 

@@ -12,7 +12,7 @@
 #include <optional>
 #include <string>
 
-#include "compute_stream.hpp"
+#include "kernel_call.hpp"
 #include "kvtier/core/expects.hpp"
 #include "kvtier/kernels/group_attention.hpp"
 #include "kvtier/memory/group_work.hpp"
@@ -24,8 +24,6 @@ using namespace nb::literals;
 namespace kvtier::python {
 namespace {
 
-using Floats = nb::ndarray<float, nb::c_contig>;
-using Ints = nb::ndarray<std::int32_t, nb::c_contig>;
 using Slots = nb::ndarray<std::int64_t, nb::c_contig>;
 
 struct Group {

@@ -10,10 +10,7 @@ run transformers' own modeling code; on CPU with the host runtime, and with
 kvtier's CUDA kernels on a GPU (marked gpu)."""
 import json
 import os
-import pathlib
 import random
-import shutil
-import subprocess
 
 import pytest
 
@@ -31,7 +28,6 @@ TOLERANCE = 1e-3  # fp32: the same arithmetic but for the order of a few sums
 # FP8 pages: a key that differs in its last bit between a batched forward and generate()'s may round
 # to the next fp8 code (a step of 1/16 of the value), so the logits may move by about 1e-3.
 FP8_TOLERANCE = 1e-2
-SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "redis-cluster.sh"
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() and kvtier.cuda_device_count() > 0 else [])
 
@@ -137,18 +133,6 @@ def test_the_shared_prefix_comes_back_from_g3(model, references, tmp_path):
                          disk_path=str(tmp_path / "g3"), disk_blocks=256)
     assert stats.hits["g3"] > 0, stats.hits
     assert_same_as_generate(decoded, references(prompts))
-
-
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory):
-    if shutil.which("redis-server") is None:
-        pytest.skip("no redis-server")
-    port = str(14002 + os.getpid() % 1000 * 4)
-    env = dict(os.environ, KVTIER_REDIS_DIR=str(tmp_path_factory.mktemp("redis")))
-    url = subprocess.run(["bash", str(SCRIPT), "start", "1", port], env=env, check=True, capture_output=True,
-                         text=True).stdout.strip()
-    yield url
-    subprocess.run(["bash", str(SCRIPT), "stop", "1", port], env=env, check=True)
 
 
 def test_the_shared_prefix_comes_back_from_g4_in_another_instance(model, references, redis_url):

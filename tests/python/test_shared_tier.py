@@ -1,32 +1,14 @@
 """The G4 shared tier through kvtier.Manager (docs/shared-tier.md), on a
-redis-server this module starts and stops (scripts/redis-cluster.sh, 127.0.0.1
+redis-server the module starts and stops (conftest.py's redis_url, 127.0.0.1
 only): blocks one manager computed come back byte for byte in another manager
 (another instance: cold G1 and G2) through G2; metrics and EXTERNAL events
 say so; a store that is down is a miss, not an error (host runtime)."""
-import os
-import pathlib
-import shutil
-import subprocess
-
 import pytest
 
 import kvtier
 from tier_steps import prefill
 
 BS = 4
-SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "redis-cluster.sh"
-
-
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory):
-    if shutil.which("redis-server") is None:
-        pytest.skip("no redis-server")
-    port = str(14000 + os.getpid() % 1000 * 4)
-    env = dict(os.environ, KVTIER_REDIS_DIR=str(tmp_path_factory.mktemp("redis")))
-    url = subprocess.run(["bash", str(SCRIPT), "start", "1", port], env=env, check=True, capture_output=True,
-                         text=True).stdout.strip()
-    yield url
-    subprocess.run(["bash", str(SCRIPT), "stop", "1", port], env=env, check=True)
 
 
 def manager(url, space, **kw):

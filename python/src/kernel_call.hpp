@@ -1,8 +1,11 @@
 #pragma once
-// The stream a Python kernel call runs on: the caller's native stream on CUDA
-// (a cudaStream_t as int; 0 is the legacy default stream), the session's
-// compute stream on the host runtime, where the call waits so that numpy and
-// torch see the result on return.
+// What a Python call of one of kvtier's kernels takes: C-contiguous tensors
+// (numpy on the host runtime, torch on either, through DLPack), and the stream
+// it runs on — the caller's native stream on CUDA (a cudaStream_t as int; 0 is
+// the legacy default stream), the session's compute stream on the host
+// runtime, where the call waits so that numpy and torch see the result on return.
+#include <nanobind/ndarray.h>
+
 #include <cstdint>
 #include <optional>
 
@@ -10,6 +13,9 @@
 #include "py_manager.hpp"
 
 namespace kvtier::python {
+
+using Floats = nanobind::ndarray<float, nanobind::c_contig>;
+using Ints = nanobind::ndarray<std::int32_t, nanobind::c_contig>;
 
 inline bool on_cuda(PyManager& m) { return m.session().runtime().kind() == memory::RuntimeKind::Cuda; }
 
