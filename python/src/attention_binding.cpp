@@ -26,7 +26,6 @@ using namespace nb::literals;
 namespace kvtier::python {
 namespace {
 
-
 void require(bool ok, const std::string& what) { KVTIER_EXPECTS(ok, "paged_attention: ", what); }
 
 /// `out` is written in place: a converted copy (another dtype, strided,
