@@ -14,6 +14,8 @@ from __future__ import annotations
 import torch
 from transformers import AttentionInterface
 
+from .paged_cache import stream_of
+
 NAME = "kvtier"
 
 
@@ -39,9 +41,8 @@ def kvtier_attention(module, query, key, value, attention_mask, scaling=None, dr
 
 def _attend(cache, layer, q, out, scaling, sinks=None):
     rows = cache.rows(layer.group)
-    stream = torch.cuda.current_stream(q.device).cuda_stream if q.is_cuda else 0
     cache.manager.group_attention(
-        layer.group, layer.index, q, rows.tables, rows.seq_lens, out, scale=scaling, sinks=sinks, stream=stream
+        layer.group, layer.index, q, rows.tables, rows.seq_lens, out, scale=scaling, sinks=sinks, stream=stream_of(q)
     )
 
 

@@ -110,8 +110,9 @@ class KvtierCache(Cache):
         else:
             first = key_states[0].transpose(0, 1).to(torch.float32).contiguous()
             second = value_states[0].transpose(0, 1).to(torch.float32).contiguous()
-        self.manager.write_kv(group, index, first, second, rows.slots, stream=_stream_of(first))
+        self.manager.write_kv(group, index, first, second, rows.slots, stream=stream_of(first))
 
 
-def _stream_of(tensor: torch.Tensor) -> int:
+def stream_of(tensor: torch.Tensor) -> int:
+    """The stream kvtier's kernels run on for `tensor`: torch's current CUDA stream, or 0 on the CPU."""
     return torch.cuda.current_stream(tensor.device).cuda_stream if tensor.is_cuda else 0
