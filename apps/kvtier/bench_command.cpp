@@ -19,6 +19,7 @@
 #include "kvtier/measure/swap_measurement.hpp"
 #include "kvtier/memory/runtime_factory.hpp"
 #include "kvtier/tiers/shared/redis_url.hpp"
+#include "bench_policy.hpp"
 #include "option_checks.hpp"
 #include "result_table.hpp"
 
@@ -272,7 +273,7 @@ void on_run(CLI::App* cmd, std::shared_ptr<Options> o, Run run, int& exit_code, 
 
 void add_bench_command(CLI::App& app, int& exit_code) {
   CLI::App* bench = app.add_subcommand(
-      "bench", "Measure the allocator cycle, swap, disk or shared-store bandwidth against same-run baselines");
+      "bench", "Measure the allocator cycle, swap, disk or shared-store bandwidth, or cache policies, against same-run baselines");
   bench->require_subcommand(1);
 
   auto a = std::make_shared<AllocOptions>();
@@ -341,6 +342,8 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   shared->add_option("--json", sh->json, "write the rows as JSON to this file")->check(non_empty());
   shared->add_option("--csv", sh->csv, "write the rows as CSV to this file")->check(non_empty());
   on_run(shared, sh, run_shared, exit_code, "shared");
+
+  add_bench_policy_command(*bench, exit_code);
 }
 
 }  // namespace kvtier::cli

@@ -1,8 +1,10 @@
-// One contract for the three KVBM inactive pools, then what only Lineage
+// One contract for every KVBM inactive pool, then what only Lineage
 // (leaves, ghosts, original ticks) and multi-LRU (frequency levels) promise.
 #include <gtest/gtest.h>
 
+#include "g1/eviction/lfu_da_eviction_policy.hpp"
 #include "g1/eviction/lineage_eviction_policy.hpp"
+#include "g1/eviction/lru2_eviction_policy.hpp"
 #include "g1/eviction/lru_eviction_policy.hpp"
 #include "g1/eviction/multi_lru_eviction_policy.hpp"
 #include "kvtier/core/errors.hpp"
@@ -20,7 +22,8 @@ class EvictionPolicyContract : public ::testing::Test {
  protected:
   Policy policy_{16};
 };
-using Policies = ::testing::Types<LineageEvictionPolicy, LruEvictionPolicy, MultiLruEvictionPolicy>;
+using Policies = ::testing::Types<LineageEvictionPolicy, LruEvictionPolicy, MultiLruEvictionPolicy,
+                                  Lru2EvictionPolicy, LfuDaEvictionPolicy>;
 TYPED_TEST_SUITE(EvictionPolicyContract, Policies);
 
 TYPED_TEST(EvictionPolicyContract, EmptyPoolEvictsNothing) {

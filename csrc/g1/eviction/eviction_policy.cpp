@@ -3,7 +3,9 @@
 #include <string>
 #include <utility>
 
+#include "g1/eviction/lfu_da_eviction_policy.hpp"
 #include "g1/eviction/lineage_eviction_policy.hpp"
+#include "g1/eviction/lru2_eviction_policy.hpp"
 #include "g1/eviction/lru_eviction_policy.hpp"
 #include "g1/eviction/multi_lru_eviction_policy.hpp"
 #include "kvtier/core/errors.hpp"
@@ -22,15 +24,21 @@ const char* eviction_backend_name(EvictionBackend backend) noexcept {
       return "lru";
     case EvictionBackend::MultiLru:
       return "multi_lru";
+    case EvictionBackend::Lru2:
+      return "lru2";
+    case EvictionBackend::LfuDa:
+      return "lfu_da";
   }
   return "?";
 }
 
 EvictionBackend parse_eviction_backend(std::string_view name) {
-  for (EvictionBackend backend : {EvictionBackend::Lineage, EvictionBackend::Lru, EvictionBackend::MultiLru}) {
+  for (EvictionBackend backend : {EvictionBackend::Lineage, EvictionBackend::Lru, EvictionBackend::MultiLru,
+                                  EvictionBackend::Lru2, EvictionBackend::LfuDa}) {
     if (name == eviction_backend_name(backend)) return backend;
   }
-  throw ConfigError("unknown eviction backend '" + std::string(name) + "' (expected lineage, lru or multi_lru)");
+  throw ConfigError("unknown eviction backend '" + std::string(name) +
+                    "' (expected lineage, lru, multi_lru, lru2 or lfu_da)");
 }
 
 std::unique_ptr<EvictionPolicy> make_eviction_policy(EvictionBackend backend, std::uint32_t capacity) {
@@ -39,6 +47,10 @@ std::unique_ptr<EvictionPolicy> make_eviction_policy(EvictionBackend backend, st
       return std::make_unique<LruEvictionPolicy>(capacity);
     case EvictionBackend::MultiLru:
       return std::make_unique<MultiLruEvictionPolicy>(capacity);
+    case EvictionBackend::Lru2:
+      return std::make_unique<Lru2EvictionPolicy>(capacity);
+    case EvictionBackend::LfuDa:
+      return std::make_unique<LfuDaEvictionPolicy>(capacity);
     case EvictionBackend::Lineage:
       break;
   }

@@ -1,0 +1,102 @@
+#include "kvtier/measure/online_policy_run.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "kvtier/core/errors.hpp"
+#include "kvtier/core/move_block.hpp"
+
+namespace kvtier::measure {
+namespace {
+
+/// Token t of trace block id h: any pure function of (h, t) gives equal ids equal tokens.
+TokenId synthetic_token(std::uint64_t id, std::size_t t) {
+  std::uint64_t x = id * 0x100000001B3ULL + t + 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return static_cast<TokenId>(x ^ (x >> 31));
+}
+
+}  // namespace
+
+std::vector<OnlinePolicy> online_policies() {
+  using g1::EvictionBackend;
+  using g1::G1Backend;
+  return {{"lru", G1Backend::Native, EvictionBackend::Lineage},
+          {"kvbm_lineage", G1Backend::Kvbm, EvictionBackend::Lineage},
+          {"kvbm_lru", G1Backend::Kvbm, EvictionBackend::Lru},
+          {"kvbm_multi_lru", G1Backend::Kvbm, EvictionBackend::MultiLru},
+          {"lru2", G1Backend::Kvbm, EvictionBackend::Lru2},
+          {"lfu_da", G1Backend::Kvbm, EvictionBackend::LfuDa}};
+}
+
+OnlinePolicy online_policy(const std::string& name) {
+  std::string known;
+  for (const OnlinePolicy& policy : online_policies()) {
+    if (policy.name == name) return policy;
+    known += (known.empty() ? "" : ", ") + policy.name;
+  }
+  throw ConfigError("unknown policy '" + name + "' (expected one of " + known + ")");
+}
+
+TraceBlocks trace_blocks(const PrefixTreeTrace& trace, std::uint32_t block_tokens) {
+  TraceBlocks out{.block_tokens = block_tokens, .block = {}, .local = {}, .plh = {}};
+  const std::size_t n = trace.unique_blocks();
+  out.block.reserve(n);
+  out.local.reserve(n);
+  out.plh.reserve(n);
+  std::vector<TokenId> tokens(block_tokens);
+  BlockHashes hashes[1];
+  for (std::size_t b = 0; b < n; ++b) {  // dense ids are numbered parent first
+    for (std::size_t t = 0; t < block_tokens; ++t) tokens[t] = synthetic_token(trace.hash_id[b], t);
+    const std::uint32_t parent = trace.parent[b];
+    const std::optional<SequenceHash> parent_hash =
+        parent == kNoParentBlock ? std::nullopt : std::optional<SequenceHash>(out.block[parent].hash());
+    hash_full_blocks(tokens, block_tokens, parent_hash, hashes);
+    out.block.push_back(UniqueBlock::full(hashes[0].sequence));
+    out.local.push_back(hashes[0].local);
+    out.plh.emplace_back(hashes[0].sequence, parent_hash, trace.depth[b]);
+  }
+  return out;
+}
+
+PolicyHits run_online_policy(const PrefixTreeTrace& trace, const TraceBlocks& blocks, const OnlinePolicy& policy,
+                             std::size_t capacity) {
+  if (capacity == 0) throw ConfigError("a policy needs a capacity of at least one block");
+  g1::G1Manager manager(g1::G1ManagerConfig{.capacity = static_cast<std::uint32_t>(capacity),
+                                            .block_size = blocks.block_tokens,
+                                            .dp_rank = 0,
+                                            .backend = policy.backend,
+                                            .enable_prefix_caching = true,
+                                            .eviction = policy.eviction});
+  PolicyHits out{.hits = 0, .prompt_blocks = trace.prompt_blocks()};
+  UseSignal use;
+  DerefSignal deref;
+  std::uint64_t next_owner = 1;
+  for (const auto& request : trace.requests) {
+    std::size_t prefix = 0;
+    while (prefix < request.size() && manager.is_cached(blocks.block[request[prefix]].hash())) ++prefix;
+    out.hits += prefix;
+    const std::size_t held = std::min(request.size(), capacity);
+    use.blocks.clear();
+    use.local_hashes.clear();
+    use.plhs.clear();
+    for (std::size_t i = 0; i < held; ++i) {
+      use.blocks.push_back(blocks.block[request[i]]);
+      use.local_hashes.push_back(blocks.local[request[i]]);
+      use.plhs.push_back(blocks.plh[request[i]]);
+    }
+    deref.blocks.assign(use.blocks.rbegin(), use.blocks.rend());
+    const g1::OwnerId owner(next_owner++);
+    const std::size_t reuse = policy.backend == g1::G1Backend::Native ? std::min(prefix, held) : 0;
+    if (!manager.process_for_request(owner, use, reuse).is_ready()) {
+      throw InvariantError("policy " + policy.name + ": a request of " + std::to_string(held) +
+                           " blocks found no room in " + std::to_string(capacity) + " pages with nothing held");
+    }
+    manager.finalize_computed_prefix(owner, 0, held * blocks.block_tokens);
+    manager.process_for_request(owner, deref);
+  }
+  return out;
+}
+
+}  // namespace kvtier::measure
