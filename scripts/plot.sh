@@ -5,9 +5,12 @@
 #                                               # with the link's ceiling measured in the same run
 #   scripts/plot.sh capacity SWEEP.csv OUT.png  # from `kvtier replay --sweep-capacity ... --csv SWEEP.csv`:
 #                                               # G1, G2 and total prefix-hit rate against G1 capacity
+#   scripts/plot.sh policy POLICY.csv OUT.png   # from `kvtier bench policy --csv POLICY.csv`: each
+#                                               # policy's hit rate against capacity, beside the
+#                                               # same-run bound, ceiling and FIFO floor
 set -euo pipefail
 
-usage() { echo "usage: $0 swap|capacity INPUT.csv OUTPUT.png" >&2; exit 2; }
+usage() { echo "usage: $0 swap|capacity|policy INPUT.csv OUTPUT.png" >&2; exit 2; }
 [[ $# -eq 3 ]] || usage
 kind=$1 input=$2 output=$3
 [[ -r $input ]] || { echo "plot: cannot read $input" >&2; exit 2; }
@@ -67,6 +70,39 @@ plot \
   "$input" using (column("capacity")):(100 * column("g1_hit_rate")) with linespoints lw 2 title "G1", \
   "$input" using (column("capacity")):(100 * column("g2_hit_rate")) with linespoints lw 2 title "G2 (swap-in)", \
   "$input" using (column("capacity")):(100 * (column("g1_hit_rate") + column("g2_hit_rate"))) with linespoints lw 2 dt 2 title "G1 + G2"
+GNUPLOT
+    ;;
+  policy)
+    names=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) col[$i] = i; next }
+                     { name = $(col["policy"]); if (!(name in seen)) { seen[name] = 1; print name } }' "$input")
+    [[ -n $names ]] || { echo "plot: $input holds no rows" >&2; exit 2; }
+    # Each policy's rows together, by capacity, so that its points join into one line.
+    sorted=$(mktemp)
+    trap 'rm -f "$sorted"' EXIT
+    { head -n 1 "$input"; tail -n +2 "$input" | sort -t, -k1,1 -k2,2n; } >"$sorted"
+    input=$sorted
+    plots=()
+    while read -r name; do
+      case $name in
+        bound) style='dt 2 lw 3 lc rgb "black"' ;;
+        ceiling) style='dt 3 lw 2 lc rgb "gray40"' ;;
+        fifo) style='dt 4 lw 2 lc rgb "gray60"' ;;
+        *) style='lw 2' ;;
+      esac
+      plots+=("\"$input\" using (column(\"capacity_blocks\")):(pick(\"$name\")) with linespoints $style title \"$name\"")
+    done <<<"$names"
+    plot_line=$(IFS=,; echo "${plots[*]}")
+    gnuplot <<GNUPLOT
+$common
+set output "$output"
+set title "kvtier bench policy: prompt blocks hit against cache size, one request at a time"
+set logscale x 10
+set xlabel "capacity (blocks)"
+set ylabel "prompt blocks hit"
+set format y "%.0f%%"
+set yrange [0:100]
+pick(name) = strcol("policy") eq name ? 100 * column("hit_rate") : NaN
+plot $plot_line
 GNUPLOT
     ;;
   *) usage ;;

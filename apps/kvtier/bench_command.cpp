@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_policy.hpp"
 #include "kvtier/core/errors.hpp"
 #include "kvtier/measure/allocator_cycle.hpp"
 #include "kvtier/measure/disk_measurement.hpp"
@@ -19,7 +20,6 @@
 #include "kvtier/measure/swap_measurement.hpp"
 #include "kvtier/memory/runtime_factory.hpp"
 #include "kvtier/tiers/shared/redis_url.hpp"
-#include "bench_policy.hpp"
 #include "option_checks.hpp"
 #include "result_table.hpp"
 
@@ -272,8 +272,9 @@ void on_run(CLI::App* cmd, std::shared_ptr<Options> o, Run run, int& exit_code, 
 }  // namespace
 
 void add_bench_command(CLI::App& app, int& exit_code) {
-  CLI::App* bench = app.add_subcommand(
-      "bench", "Measure the allocator cycle, swap, disk or shared-store bandwidth, or cache policies, against same-run baselines");
+  CLI::App* bench = app.add_subcommand("bench",
+                                       "Measure the allocator cycle, swap, disk or shared-store bandwidth, or cache "
+                                       "policies, against same-run baselines");
   bench->require_subcommand(1);
 
   auto a = std::make_shared<AllocOptions>();

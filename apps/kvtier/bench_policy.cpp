@@ -35,14 +35,10 @@ int run_policy(const PolicyOptions& o) {
   nlohmann::ordered_json table = nlohmann::ordered_json::array();
   nlohmann::ordered_json json = nlohmann::ordered_json::array();
   for (const measure::PolicyRow& r : measure::compare_policies(trace, o.capacities, policies)) {
-    nlohmann::ordered_json row{{"policy", r.policy},
-                               {"capacity_blocks", r.capacity_blocks},
-                               {"hit_rate", r.hits.rate()},
-                               {"fraction_of_bound", r.fraction_of_bound},
-                               {"capacity", r.capacity},
-                               {"backend", r.backend},
-                               {"hits", r.hits.hits},
-                               {"prompt_blocks", r.hits.prompt_blocks},
+    nlohmann::ordered_json row{{"policy", r.policy},        {"capacity_blocks", r.capacity_blocks},
+                               {"hit_rate", r.hits.rate()}, {"fraction_of_bound", r.fraction_of_bound},
+                               {"capacity", r.capacity},    {"backend", r.backend},
+                               {"hits", r.hits.hits},       {"prompt_blocks", r.hits.prompt_blocks},
                                {"seconds", r.seconds}};
     json.push_back(row);
     table.push_back(std::move(row));

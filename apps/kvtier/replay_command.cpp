@@ -312,7 +312,10 @@ void add_replay_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--trace", o->trace, "Mooncake-style JSONL trace (default: built-in multi-turn conversations)")
       ->check(non_empty());
   cmd->add_option("--backend", o->backend, "native | kvbm")->capture_default_str();
-  auto* eviction = cmd->add_option("--eviction", o->eviction, "kvbm: lineage | lru | multi_lru | lru2 | lfu_da (docs/policies.md)")->capture_default_str();
+  auto* eviction =
+      cmd->add_option("--eviction", o->eviction,
+                      "kvbm: lineage | lru | multi_lru | lru2 | lfu_da | arc | s3fifo | adaptive (docs/policies.md)")
+          ->capture_default_str();
   cmd->add_option("--device", o->device, "auto | host | cuda")->capture_default_str();
   auto* capacity = cmd->add_option("--capacity", o->capacity, "G1 pages")->capture_default_str();
   auto* fraction =

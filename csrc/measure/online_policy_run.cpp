@@ -27,7 +27,10 @@ std::vector<OnlinePolicy> online_policies() {
           {"kvbm_lru", G1Backend::Kvbm, EvictionBackend::Lru},
           {"kvbm_multi_lru", G1Backend::Kvbm, EvictionBackend::MultiLru},
           {"lru2", G1Backend::Kvbm, EvictionBackend::Lru2},
-          {"lfu_da", G1Backend::Kvbm, EvictionBackend::LfuDa}};
+          {"lfu_da", G1Backend::Kvbm, EvictionBackend::LfuDa},
+          {"arc", G1Backend::Kvbm, EvictionBackend::Arc},
+          {"s3fifo", G1Backend::Kvbm, EvictionBackend::S3Fifo},
+          {"adaptive", G1Backend::Kvbm, EvictionBackend::Adaptive}};
 }
 
 OnlinePolicy online_policy(const std::string& name) {

@@ -13,8 +13,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 template <class Run>
-PolicyRow timed_row(std::string policy, std::string backend, const std::string& capacity, std::size_t blocks,
-                    Run run) {
+PolicyRow timed_row(std::string policy, std::string backend, const std::string& capacity, std::size_t blocks, Run run) {
   const auto t0 = Clock::now();
   const PolicyHits hits = run();
   return PolicyRow{.policy = std::move(policy),
@@ -41,7 +40,8 @@ std::size_t parse_capacity(std::string_view text, std::size_t unique_blocks) {
   }
   if (percent) {
     if (value <= 0.0 || value > 100.0) throw refuse("a share must be in (0, 100]%");
-    return std::max<std::size_t>(1, static_cast<std::size_t>(std::llround(value / 100.0 * static_cast<double>(unique_blocks))));
+    return std::max<std::size_t>(
+        1, static_cast<std::size_t>(std::llround(value / 100.0 * static_cast<double>(unique_blocks))));
   }
   if (value < 1.0 || value != std::floor(value) || value > 4e9) throw refuse("a block count is a whole number >= 1");
   return static_cast<std::size_t>(value);
@@ -62,8 +62,8 @@ std::vector<PolicyRow> compare_policies(const PrefixTreeTrace& trace, const std:
     rows.push_back(timed_row("fifo", "offline", name, size, [&] { return fifo_floor(trace, size); }));
     for (const OnlinePolicy& policy : policies) {
       const char* backend = policy.backend == g1::G1Backend::Native ? "native" : "kvbm";
-      rows.push_back(timed_row(policy.name, backend, name, size,
-                               [&] { return run_online_policy(trace, hashed, policy, size); }));
+      rows.push_back(
+          timed_row(policy.name, backend, name, size, [&] { return run_online_policy(trace, hashed, policy, size); }));
     }
     const double bound = static_cast<double>(rows[first].hits.hits);
     for (std::size_t r = first; r < rows.size(); ++r) {

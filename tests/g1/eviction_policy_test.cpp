@@ -2,6 +2,8 @@
 // (leaves, ghosts, original ticks) and multi-LRU (frequency levels) promise.
 #include <gtest/gtest.h>
 
+#include "g1/eviction/adaptive_eviction_policy.hpp"
+#include "g1/eviction/arc_eviction_policy.hpp"
 #include "g1/eviction/lfu_da_eviction_policy.hpp"
 #include "g1/eviction/lineage_eviction_policy.hpp"
 #include "g1/eviction/lru2_eviction_policy.hpp"
@@ -22,8 +24,8 @@ class EvictionPolicyContract : public ::testing::Test {
  protected:
   Policy policy_{16};
 };
-using Policies = ::testing::Types<LineageEvictionPolicy, LruEvictionPolicy, MultiLruEvictionPolicy,
-                                  Lru2EvictionPolicy, LfuDaEvictionPolicy>;
+using Policies = ::testing::Types<LineageEvictionPolicy, LruEvictionPolicy, MultiLruEvictionPolicy, Lru2EvictionPolicy,
+                                  LfuDaEvictionPolicy, ArcEvictionPolicy, AdaptiveEvictionPolicy>;
 TYPED_TEST_SUITE(EvictionPolicyContract, Policies);
 
 TYPED_TEST(EvictionPolicyContract, EmptyPoolEvictsNothing) {

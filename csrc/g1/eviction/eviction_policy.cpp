@@ -3,11 +3,14 @@
 #include <string>
 #include <utility>
 
+#include "g1/eviction/adaptive_eviction_policy.hpp"
+#include "g1/eviction/arc_eviction_policy.hpp"
 #include "g1/eviction/lfu_da_eviction_policy.hpp"
 #include "g1/eviction/lineage_eviction_policy.hpp"
 #include "g1/eviction/lru2_eviction_policy.hpp"
 #include "g1/eviction/lru_eviction_policy.hpp"
 #include "g1/eviction/multi_lru_eviction_policy.hpp"
+#include "g1/eviction/s3_fifo_eviction_policy.hpp"
 #include "kvtier/core/errors.hpp"
 
 namespace kvtier::g1 {
@@ -28,17 +31,24 @@ const char* eviction_backend_name(EvictionBackend backend) noexcept {
       return "lru2";
     case EvictionBackend::LfuDa:
       return "lfu_da";
+    case EvictionBackend::Arc:
+      return "arc";
+    case EvictionBackend::S3Fifo:
+      return "s3fifo";
+    case EvictionBackend::Adaptive:
+      return "adaptive";
   }
   return "?";
 }
 
 EvictionBackend parse_eviction_backend(std::string_view name) {
-  for (EvictionBackend backend : {EvictionBackend::Lineage, EvictionBackend::Lru, EvictionBackend::MultiLru,
-                                  EvictionBackend::Lru2, EvictionBackend::LfuDa}) {
+  for (EvictionBackend backend :
+       {EvictionBackend::Lineage, EvictionBackend::Lru, EvictionBackend::MultiLru, EvictionBackend::Lru2,
+        EvictionBackend::LfuDa, EvictionBackend::Arc, EvictionBackend::S3Fifo, EvictionBackend::Adaptive}) {
     if (name == eviction_backend_name(backend)) return backend;
   }
   throw ConfigError("unknown eviction backend '" + std::string(name) +
-                    "' (expected lineage, lru, multi_lru, lru2 or lfu_da)");
+                    "' (expected lineage, lru, multi_lru, lru2, lfu_da, arc, s3fifo or adaptive)");
 }
 
 std::unique_ptr<EvictionPolicy> make_eviction_policy(EvictionBackend backend, std::uint32_t capacity) {
@@ -51,6 +61,12 @@ std::unique_ptr<EvictionPolicy> make_eviction_policy(EvictionBackend backend, st
       return std::make_unique<Lru2EvictionPolicy>(capacity);
     case EvictionBackend::LfuDa:
       return std::make_unique<LfuDaEvictionPolicy>(capacity);
+    case EvictionBackend::Arc:
+      return std::make_unique<ArcEvictionPolicy>(capacity);
+    case EvictionBackend::S3Fifo:
+      return std::make_unique<S3FifoEvictionPolicy>(capacity);
+    case EvictionBackend::Adaptive:
+      return std::make_unique<AdaptiveEvictionPolicy>(capacity);
     case EvictionBackend::Lineage:
       break;
   }

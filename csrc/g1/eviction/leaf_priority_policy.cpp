@@ -7,8 +7,13 @@
 
 namespace kvtier::g1 {
 
+static constexpr std::uint32_t kSketchSpan = 16;
+
 LeafPriorityPolicy::LeafPriorityPolicy(std::uint32_t capacity)
-    : pages_(capacity), parent_of_page_(capacity), ghost_limit_(std::max<std::size_t>(std::size_t{capacity} * 2, 1)) {}
+    : pages_(capacity),
+      parent_of_page_(capacity),
+      sketch_(capacity * kSketchSpan),
+      ghost_limit_(std::max<std::size_t>(std::size_t{capacity} * 2, 1)) {}
 
 std::optional<LeafPriorityPolicy::NodeKey> LeafPriorityPolicy::parent_key_of(const NodeKey& key,
                                                                              const PositionalLineageHash& plh) {
@@ -52,6 +57,7 @@ LeafPriorityPolicy::History LeafPriorityPolicy::recall(const NodeKey& key) {
     if (const auto it = generation->find(key); it != generation->end()) {
       const History history = it->second;
       generation->erase(it);
+      ghost_dropped(history);
       return history;
     }
   }
@@ -60,10 +66,16 @@ LeafPriorityPolicy::History LeafPriorityPolicy::recall(const NodeKey& key) {
 
 void LeafPriorityPolicy::remember(const NodeKey& key, const History& history) {
   if (ghosts_.size() >= ghost_limit_) {  // the older generation is forgotten whole
+    for (const auto& [k, forgotten] : old_ghosts_) ghost_dropped(forgotten);
     old_ghosts_ = std::move(ghosts_);
     ghosts_.clear();
   }
-  ghosts_[key] = history;
+  auto [it, fresh] = ghosts_.try_emplace(key, history);
+  if (!fresh) {
+    ghost_dropped(it->second);
+    it->second = history;
+  }
+  ghost_added(history);
 }
 
 void LeafPriorityPolicy::insert(PageId page_id, const PositionalLineageHash& plh) {
@@ -73,15 +85,20 @@ void LeafPriorityPolicy::insert(PageId page_id, const PositionalLineageHash& plh
   if (auto refusal = insert_refusal(std::span(&plh, 1))) throw ContractError(std::move(*refusal));
   PageState& p = pages_[page];
   const NodeKey key = key_of(plh);
+  Access how = Access::Again;
   if (!p.holds_block || !(p.key == key)) {
     p.key = key;
     p.history = recall(key);
     p.holds_block = true;
+    how = p.history.count == 0 ? Access::New : Access::Recalled;
   }
   p.history.second_last = p.history.last;
   p.history.last = ++clock_;
   ++p.history.count;
-  p.priority = priority(p.history);
+  sketch_.increment(plh);
+  p.history.frequency = sketch_.estimate(plh);
+  p.priority = accessed(p.history, how, p.priority, NodeKeyHash{}(key));
+  entered(p.priority);
   p.inactive = true;
   ++inactive_;
   inactive_page_[key] = page;
@@ -96,6 +113,7 @@ void LeafPriorityPolicy::insert(PageId page_id, const PositionalLineageHash& plh
 void LeafPriorityPolicy::detach(std::uint32_t page) {
   PageState& p = pages_[page];
   unmake_leaf(page);
+  left(p.priority);
   p.inactive = false;
   --inactive_;
   inactive_page_.erase(p.key);
@@ -114,12 +132,31 @@ void LeafPriorityPolicy::remove(PageId page) {
   detach(page.value());
 }
 
+std::uint32_t LeafPriorityPolicy::choose_victim() {
+  for (;;) {
+    auto it = leaves_.begin();
+    if (const auto preferred = preferred_class()) {
+      const auto first = leaves_.lower_bound(LeafKey{*preferred, 0, 0});
+      if (first != leaves_.end() && std::get<0>(*first) == *preferred) it = first;
+    }
+    const std::uint32_t page = std::get<2>(*it);
+    PageState& p = pages_[page];
+    Priority spared = p.priority;
+    if (!second_chance(p.history, spared)) return page;
+    leaves_.erase(it);  // re-queued under its new priority
+    left(p.priority);
+    p.priority = spared;
+    entered(p.priority);
+    leaves_.emplace(p.priority.first, p.priority.second, page);
+  }
+}
+
 std::optional<PageId> LeafPriorityPolicy::evict() {
   if (leaves_.empty()) return std::nullopt;
-  const std::uint32_t page = std::get<2>(*leaves_.begin());
+  const std::uint32_t page = choose_victim();
   detach(page);
   PageState& p = pages_[page];
-  evicted(p.priority);
+  evicted(p.history, p.priority);
   remember(p.key, p.history);
   p.holds_block = false;
   return PageId(page);
@@ -129,7 +166,8 @@ std::size_t LeafPriorityPolicy::metadata_bytes() const {
   constexpr std::size_t kMapNode = 48;  // a hash-map node with its key and bucket share, about
   return pages_.capacity() * (sizeof(PageState) + sizeof(std::optional<NodeKey>)) +
          (inactive_page_.size() + inactive_children_.size()) * kMapNode +
-         (ghosts_.size() + old_ghosts_.size()) * (kMapNode + sizeof(History)) + leaves_.size() * kMapNode;
+         (ghosts_.size() + old_ghosts_.size()) * (kMapNode + sizeof(History)) + leaves_.size() * kMapNode +
+         sketch_.memory_bytes();
 }
 
 }  // namespace kvtier::g1

@@ -1,11 +1,13 @@
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "g1/eviction/tiny_lfu.hpp"
 #include "kvtier/g1/eviction_policy.hpp"
 
 namespace kvtier::g1 {
@@ -19,7 +21,8 @@ namespace kvtier::g1 {
 /// A block's access history outlives its eviction in a bounded ghost table
 /// (two generations of at most twice `capacity` blocks each): a block seen again
 /// soon after it left is known again (second sight). Subclasses say how a
-/// history ranks.
+/// history ranks, and may prefer a class of victims or spare one (ARC's
+/// lists, S3-FIFO's queues).
 class LeafPriorityPolicy : public EvictionPolicy {
  public:
   explicit LeafPriorityPolicy(std::uint32_t capacity);
@@ -43,12 +46,54 @@ class LeafPriorityPolicy : public EvictionPolicy {
     std::uint64_t last = 0;         // clock of the latest access
     std::uint64_t second_last = 0;  // of the one before (0: none remembered)
     std::uint64_t count = 0;        // accesses remembered
+    std::uint64_t frequency = 0;    // the sketch's recent-access estimate (longer memory than count)
+    std::uint64_t mark = 0;         // the policy's own: a queue entry tick, ...
+    std::uint32_t state = 0;        // the policy's own: a queue, a list, ...
+    std::uint32_t credit = 0;       // the policy's own: a frequency budget, ...
   };
   /// Lower is evicted first; the page id breaks ties.
   using Priority = std::pair<std::uint64_t, std::uint64_t>;
-  virtual Priority priority(const History& history) const = 0;
+  enum class Access : std::uint8_t {
+    New,       // no history: never seen, or forgotten
+    Recalled,  // back from the ghost table after an eviction
+    Again,     // released again while its page still holds it (a hit)
+  };
+  /// Block `block` (a hash of its identity) was just accessed (last,
+  /// second_last and count already updated): update the policy's fields and
+  /// say its priority; `previous` is the one it had on this page (Again only).
+  virtual Priority accessed(History& history, Access how, const Priority& previous, std::uint64_t block) = 0;
+  /// The class (Priority::first) to take the victim from, when it has a leaf;
+  /// nullopt: the least priority overall.
+  virtual std::optional<std::uint64_t> preferred_class() const { return std::nullopt; }
+  /// The chosen victim may be spared: true after updating its history and
+  /// `priority` (it is re-queued and the choice repeats). Must not spare forever.
+  virtual bool second_chance(History& /*history*/, Priority& /*priority*/) { return false; }
   /// The victim of this priority just left (dynamic aging hooks here).
-  virtual void evicted(const Priority& /*priority*/) {}
+  virtual void evicted(const History& /*history*/, const Priority& /*priority*/) {}
+  /// An inactive page of this priority joined or left the pool (class sizes).
+  virtual void entered(const Priority& /*priority*/) {}
+  virtual void left(const Priority& /*priority*/) {}
+  /// A history entered or left the ghost table (ghost sizes).
+  virtual void ghost_added(const History& /*history*/) {}
+  virtual void ghost_dropped(const History& /*history*/) {}
+  /// Ranks every inactive block anew by `rank(history, priority it has)`
+  /// (a policy that changed its mind). O(n log n).
+  template <class Rank>
+  void rerank_all(Rank rank) {
+    leaves_.clear();
+    for (std::uint32_t page = 0; page < pages_.size(); ++page) {
+      PageState& p = pages_[page];
+      if (!p.inactive) continue;
+      left(p.priority);
+      p.priority = rank(p.history, p.priority);
+      entered(p.priority);
+      if (p.is_leaf) leaves_.emplace(p.priority.first, p.priority.second, page);
+    }
+  }
+  /// The blocks the pool is sized for.
+  std::uint32_t capacity() const noexcept { return static_cast<std::uint32_t>(pages_.size()); }
+  /// A fresh tick of the access clock (a re-queued victim goes behind everything).
+  std::uint64_t tick() noexcept { return ++clock_; }
 
  private:
   struct NodeKey {
@@ -57,7 +102,9 @@ class LeafPriorityPolicy : public EvictionPolicy {
     friend bool operator==(const NodeKey&, const NodeKey&) = default;
   };
   struct NodeKeyHash {
-    std::size_t operator()(const NodeKey& k) const noexcept { return k.fragment ^ (k.position * 0xC2B2AE3D27D4EB4FULL); }
+    std::size_t operator()(const NodeKey& k) const noexcept {
+      return k.fragment ^ (k.position * 0xC2B2AE3D27D4EB4FULL);
+    }
   };
   struct PageState {
     NodeKey key;
@@ -74,6 +121,7 @@ class LeafPriorityPolicy : public EvictionPolicy {
   std::uint32_t inactive_children(const NodeKey& key) const;
   void make_leaf(std::uint32_t page);
   void unmake_leaf(std::uint32_t page);
+  std::uint32_t choose_victim();
   /// The page left the pool: its parent may become a leaf.
   void detach(std::uint32_t page);
   History recall(const NodeKey& key);
@@ -81,11 +129,12 @@ class LeafPriorityPolicy : public EvictionPolicy {
 
   std::vector<PageState> pages_;
   std::vector<std::optional<NodeKey>> parent_of_page_;
-  std::unordered_map<NodeKey, std::uint32_t, NodeKeyHash> inactive_page_;     // node -> its inactive page
+  std::unordered_map<NodeKey, std::uint32_t, NodeKeyHash> inactive_page_;      // node -> its inactive page
   std::unordered_map<NodeKey, std::uint32_t, NodeKeyHash> inactive_children_;  // node -> inactive children
   std::unordered_map<NodeKey, History, NodeKeyHash> ghosts_;                   // the newer generation
   std::unordered_map<NodeKey, History, NodeKeyHash> old_ghosts_;
   std::set<LeafKey> leaves_;
+  TinyLfu sketch_;
   std::size_t ghost_limit_;
   std::uint64_t clock_ = 0;
   std::size_t inactive_ = 0;

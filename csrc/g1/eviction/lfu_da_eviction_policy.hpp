@@ -1,4 +1,6 @@
 #pragma once
+#include <algorithm>
+
 #include "g1/eviction/leaf_priority_policy.hpp"
 
 namespace kvtier::g1 {
@@ -12,8 +14,10 @@ class LfuDaEvictionPolicy final : public LeafPriorityPolicy {
   using LeafPriorityPolicy::LeafPriorityPolicy;
 
  private:
-  Priority priority(const History& h) const override { return {age_ + h.count, h.last}; }
-  void evicted(const Priority& victim) override { age_ = std::max(age_, victim.first); }
+  Priority accessed(History& h, Access, const Priority&, std::uint64_t) override {
+    return {age_ + h.frequency, h.last};
+  }
+  void evicted(const History&, const Priority& victim) override { age_ = std::max(age_, victim.first); }
   std::uint64_t age_ = 0;
 };
 

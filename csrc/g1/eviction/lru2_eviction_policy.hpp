@@ -12,7 +12,7 @@ class Lru2EvictionPolicy final : public LeafPriorityPolicy {
   using LeafPriorityPolicy::LeafPriorityPolicy;
 
  private:
-  Priority priority(const History& h) const override { return {h.second_last, h.last}; }
+  Priority accessed(History& h, Access, const Priority&, std::uint64_t) override { return {h.second_last, h.last}; }
 };
 
 }  // namespace kvtier::g1

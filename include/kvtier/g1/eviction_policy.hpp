@@ -14,9 +14,10 @@ namespace kvtier::g1 {
 /// How the KVBM inactive pool picks victims: Dynamo's `MockerEvictionBackend`
 /// (Lineage, Lru, MultiLru), then kvtier's history-aware policies on leaves
 /// (docs/policies.md).
-enum class EvictionBackend : std::uint8_t { Lineage, Lru, MultiLru, Lru2, LfuDa };
+enum class EvictionBackend : std::uint8_t { Lineage, Lru, MultiLru, Lru2, LfuDa, Arc, S3Fifo, Adaptive };
 const char* eviction_backend_name(EvictionBackend backend) noexcept;
-/// "lineage", "lru", "multi_lru", "lru2" or "lfu_da"; throws ConfigError otherwise.
+/// "lineage", "lru", "multi_lru", "lru2", "lfu_da", "arc", "s3fifo" or "adaptive";
+/// throws ConfigError otherwise.
 EvictionBackend parse_eviction_backend(std::string_view name);
 
 /// The KVBM inactive pool: registered blocks that no request owns, each on its

@@ -18,8 +18,8 @@ namespace kvtier::measure {
 std::size_t parse_capacity(std::string_view text, std::size_t unique_blocks);
 
 struct PolicyRow {
-  std::string policy;   // "bound", "ceiling", "fifo" or an online policy's name
-  std::string backend;  // "offline", "native" or "kvbm"
+  std::string policy;    // "bound", "ceiling", "fifo" or an online policy's name
+  std::string backend;   // "offline", "native" or "kvbm"
   std::string capacity;  // as asked ("1%", "1000")
   std::size_t capacity_blocks = 0;
   PolicyHits hits;
