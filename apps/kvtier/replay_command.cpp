@@ -22,6 +22,7 @@
 #include "metrics_options.hpp"
 #include "model_replay.hpp"
 #include "option_checks.hpp"
+#include "replay_bounds.hpp"
 #include "replay_report.hpp"
 #include "result_table.hpp"
 
@@ -40,6 +41,11 @@ struct ReplayOptions {
   std::uint32_t capacity = kSession.manager.capacity;
   double capacity_fraction = 0.0;  // > 0: this fraction of the device's free memory, instead of --capacity
   std::uint32_t host_blocks = kSession.host_blocks;
+  std::string g2_admission = offload::tier_admission_name(kSession.g2_admission);
+  std::string g3_admission = offload::tier_admission_name(kSession.g3_admission);
+  std::string g4_admission = offload::tier_admission_name(kSession.g4_admission);
+  std::string g2_eviction;  // empty: the spec's order for the backend
+  std::string g4_demotion = "eager";
   std::string disk_path;  // empty: no G3
   std::uint32_t disk_blocks = 0;
   unsigned disk_queue_depth = session::DiskTierSettings{}.queue_depth;
@@ -140,6 +146,7 @@ int run_sweep(const ReplayOptions& o, replay::ReplayConfig config, memory::Runti
     bar.finish();
     mismatches += report.mismatches + report.attention_mismatches;
     rows.push_back(report_json(report, config, workload, memory::runtime_kind_name(runtime.kind())));
+    add_offline_bounds(rows.back(), requests, config);
   }
   nlohmann::ordered_json table = nlohmann::ordered_json::array();
   for (const auto& row : rows) {
@@ -173,6 +180,12 @@ int run(const ReplayOptions& o) {
                                        .tokens_per_block = o.block_size};
   config.session.layout = parse_page_layout(o.layout);
   config.session.host_blocks = o.host_blocks;
+  config.session.g2_admission = offload::parse_tier_admission(o.g2_admission);
+  config.session.g3_admission = offload::parse_tier_admission(o.g3_admission);
+  config.session.g4_admission = offload::parse_tier_admission(o.g4_admission);
+  if (!o.g2_eviction.empty()) config.session.g2_eviction = g1::parse_eviction_backend(o.g2_eviction);
+  if (o.g4_demotion != "eager" && o.g4_demotion != "lazy") throw ConfigError("--g4-demotion must be eager or lazy");
+  if (o.g4_demotion != "eager" && o.shared_tier.empty()) throw ConfigError("--g4-demotion needs --shared-tier");
   if (!o.disk_path.empty()) {
     config.session.disk = session::DiskTierSettings{.path = o.disk_path,
                                                     .blocks = o.disk_blocks,
@@ -187,7 +200,8 @@ int run(const ReplayOptions& o) {
                                                         .key_namespace = o.shared_namespace,
                                                         .ttl_seconds = o.shared_ttl,
                                                         .max_in_flight = o.shared_in_flight,
-                                                        .timeout_ms = o.shared_timeout_ms};
+                                                        .timeout_ms = o.shared_timeout_ms,
+                                                        .publish_on_landing = o.g4_demotion == "eager"};
   }
   if (!o.tier_key_file.empty()) config.session.tier_key_file = o.tier_key_file;
   config.instances = o.instances;
@@ -275,6 +289,7 @@ int run(const ReplayOptions& o) {
   const replay::ReplayReport report = replay::combine(reports);
   config.progress = nullptr;
   auto json = report_json(report, config, workload, runtime_name);
+  add_offline_bounds(json, requests, config);
   if (reports.size() > 1) {
     json["per_instance"] = nlohmann::ordered_json::array();
     for (const replay::ReplayReport& r : reports)
@@ -324,6 +339,20 @@ void add_replay_command(CLI::App& app, int& exit_code) {
           ->excludes(capacity);
   cmd->add_option("--host-blocks", o->host_blocks, "G2 pages of pinned host memory (0: no offload tier)")
       ->capture_default_str();
+  cmd->add_option("--g2-admission", o->g2_admission,
+                  "what G2 stores of the blocks G1 evicts: all | second_offer (docs/policies.md)")
+      ->capture_default_str();
+  cmd->add_option("--g3-admission", o->g3_admission, "what G3 stores of the blocks G2 evicts: all | second_offer")
+      ->capture_default_str();
+  cmd->add_option("--g4-admission", o->g4_admission, "what G4 stores of the blocks G2 evicts: all | second_offer")
+      ->capture_default_str();
+  cmd->add_option("--g4-demotion", o->g4_demotion,
+                  "when G4 is offered a block: eager (as it lands in G2) | lazy (when G2 evicts it)")
+      ->capture_default_str();
+  cmd->add_option("--g2-eviction", o->g2_eviction,
+                  "G2's order: lineage | lru | multi_lru | lru2 | lfu_da | arc | s3fifo | adaptive (default: the "
+                  "spec's, lineage on kvbm, lru on native)")
+      ->check(non_empty());
   cmd->add_option("--disk-path", o->disk_path,
                   "a directory for the G3 disk tier under G2 (kept between runs: a later replay hits it)")
       ->check(non_empty());

@@ -26,6 +26,32 @@ std::string disk_lines(const nlohmann::ordered_json& j) {
   return out.str();
 }
 
+/// The offline optimum at this G1 size and stack size, when add_offline_bounds gave one.
+std::string bound_line(const nlohmann::ordered_json& j) {
+  if (!j.contains("bound_g1_hit_rate") || j["bound_g1_hit_rate"].is_null()) return "";
+  std::ostringstream out;
+  out << "bound:         " << 100.0 * j["bound_g1_hit_rate"].get<double>() << "% with G1's " << j["bound_g1_blocks"]
+      << " trace blocks";
+  if (!j["bound_stack_hit_rate"].is_null() && j["bound_stack_blocks"] != j["bound_g1_blocks"]) {
+    out << ", " << 100.0 * j["bound_stack_hit_rate"].get<double>() << "% with the stack's " << j["bound_stack_blocks"];
+  }
+  out << " (the offline optimum, one request at a time, of 512-token blocks: docs/policies.md)\n";
+  return out.str();
+}
+
+/// The tiers' admission and G2's order, when any is not the default.
+std::string admission_line(const nlohmann::ordered_json& j) {
+  const bool all = j["g2_admission"] == "all" && j["g3_admission"] == "all" && j["g4_admission"] == "all";
+  if (all && j["g2_eviction"].is_null()) return "";
+  std::ostringstream out;
+  out << "admission:     G2 " << j["g2_admission"].get<std::string>() << " (" << j["g2_admission_declined"]
+      << " declined), G3 " << j["g3_admission"].get<std::string>() << " (" << j["g3_admission_declined"]
+      << " declined), G4 " << j["g4_admission"].get<std::string>() << " (" << j["g4_admission_declined"]
+      << " declined); G2 order " << (j["g2_eviction"].is_null() ? "the spec's" : j["g2_eviction"].get<std::string>())
+      << "\n";
+  return out.str();
+}
+
 /// The G4 lines of the report; empty without a shared tier.
 std::string shared_lines(const nlohmann::ordered_json& j) {
   if (j["shared_tier"].is_null()) return "";
@@ -127,6 +153,15 @@ nlohmann::ordered_json report_json(const replay::ReplayReport& r, const replay::
   out["swap_out_GBps"] = r.swap_out_gbps;
   out["swap_in_GBps"] = r.swap_in_gbps;
   out["failed_copies"] = r.failed_copies;
+  out["g2_admission"] = offload::tier_admission_name(config.session.g2_admission);
+  out["g3_admission"] = offload::tier_admission_name(config.session.g3_admission);
+  out["g4_admission"] = offload::tier_admission_name(config.session.g4_admission);
+  out["g2_eviction"] = config.session.g2_eviction
+                           ? nlohmann::ordered_json(g1::eviction_backend_name(*config.session.g2_eviction))
+                           : nlohmann::ordered_json(nullptr);
+  out["g2_admission_declined"] = r.g2_admission_declined;
+  out["g3_admission_declined"] = r.g3_admission_declined;
+  out["g4_admission_declined"] = r.g4_admission_declined;
   out["g3_recovered_blocks"] = r.g3_recovered_blocks;
   out["g3_blocks_written"] = r.g3_blocks_written;
   out["g3_blocks_read"] = r.g3_blocks_read;
@@ -230,12 +265,13 @@ void print_report(const nlohmann::ordered_json& j) {
                                            : ", G4 " + j["g4_hit_blocks"].dump() + " (" +
                                                  std::to_string(100.0 * j["g4_hit_rate"].get<double>()) + "%)")
             << "; in all " << 100.0 * j["hit_rate"].get<double>() << "%\n"
-            << "G1:            " << j["evictions"] << " evictions, " << j["preemptions"] << " preemptions\n"
+            << bound_line(j) << "G1:            " << j["evictions"] << " evictions, " << j["preemptions"]
+            << " preemptions\n"
             << "offload:       " << j["swap_outs"] << " blocks out (" << j["swap_out_bytes"] << " bytes), "
             << j["swap_ins"] << " back in (" << j["swap_in_bytes"] << " bytes), " << j["failed_copies"]
             << " failed copies; achieved " << j["swap_out_GBps"].get<double>() << " GB/s out, "
             << j["swap_in_GBps"].get<double>() << " GB/s in (floors: copy ends are seen at polls)\n"
-            << disk_lines(j) << shared_lines(j) << instance_lines(j) << group_lines(j)
+            << admission_line(j) << disk_lines(j) << shared_lines(j) << instance_lines(j) << group_lines(j)
             << "K/V writes:    " << j["kv_tokens_written"]
             << (j.contains("groups") ? " tokens computed, their blocks' pages written with their patterns ("
                                      : " tokens through write_kv (")

@@ -50,8 +50,9 @@ OffloadEngine::OffloadEngine(memory::Runtime& runtime, memory::KvPool& g1_pool, 
       g1_pool_(g1_pool),
       config_(config),
       host_pool_(make_host_pool(runtime, g1_pool, config_, allocation_seconds_)),
-      registry_(config.host_blocks, g1::EvictionBackend::Lineage),
+      registry_(config.host_blocks, config.g2_eviction.value_or(g1::EvictionBackend::Lineage)),
       lowers_(std::move(lowers)),
+      g2_admission_(config.g2_admission, std::size_t{2} * config.host_blocks),
       offload_stream_(runtime.create_stream()),
       onboard_stream_(runtime.create_priority_stream()),
       offload_link_(config.link_gbps * kBytesPerMsPerGbps),
@@ -67,8 +68,16 @@ OffloadEngine::OffloadEngine(memory::Runtime& runtime, memory::KvPool& g1_pool, 
       if (lowers_[u]->medium() == lowers_[t]->medium()) throw ConfigError("two tiers below G2 of one medium");
     }
   }
-  if (!lowers_.empty()) promoted_pages_.assign(config_.host_blocks, 0);
+  if (!lowers_.empty()) {
+    promoted_pages_.assign(config_.host_blocks, 0);
+    declined_on_landing_.assign(config_.host_blocks, 0);
+  }
   lower_usages_.resize(lowers_.size());
+  for (const auto& lower : lowers_) {
+    const TierAdmission admission =
+        lower->medium() == StorageTier::External ? config_.shared_admission : config_.disk_admission;
+    lower_admissions_.emplace_back(admission, std::size_t{2} * lower->capacity());
+  }
   const std::uint32_t ring = config_.staging_pages.value_or(
       runtime.kind() == memory::RuntimeKind::Cuda && page_bytes < config_.staging_below_bytes
           ? static_cast<std::uint32_t>(std::clamp<std::size_t>((std::size_t{64} << 20) / page_bytes, 2, 4096))
@@ -93,7 +102,8 @@ OffloadEngine::~OffloadEngine() {
 void OffloadEngine::bind(KvEventPublisher& publisher, g1::G1Backend backend) {
   KVTIER_EXPECTS(publisher_ == nullptr, "the offload engine is attached to a manager already");
   registry_ = HostBlockRegistry(
-      config_.host_blocks, backend == g1::G1Backend::Kvbm ? g1::EvictionBackend::Lineage : g1::EvictionBackend::Lru);
+      config_.host_blocks, config_.g2_eviction.value_or(backend == g1::G1Backend::Kvbm ? g1::EvictionBackend::Lineage
+                                                                                       : g1::EvictionBackend::Lru));
   publisher_ = &publisher;
   // What a lower tier recovered at open is announced, so a router's view
   // of it starts whole and a later Removed names a block it was told of.
@@ -241,7 +251,8 @@ g1::SwapOutTicket OffloadEngine::swap_out(std::span<const g1::EvictedBlock> vict
       ++format_refusals_;  // not its key's group format: never stored, never served
       continue;
     }
-    if (registry_.contains(victim.block.plh)) continue;  // presence filter: resident or landing already
+    if (registry_.contains(victim.block.plh)) continue;    // presence filter: resident or landing already
+    if (!g2_admission_.admit(victim.block.plh)) continue;  // declined: G1 frees the page, nothing copied
     const auto page = reserve_page(victim.block, evicted);
     if (!page) continue;  // no room in G2: the block is simply gone
     sources.push_back(victim.page);
@@ -362,7 +373,9 @@ g1::TierProgress OffloadEngine::poll(bool wait) {
       if (!registry_.land(page, config_.verify_swaps ? checksum(page) : 0)) continue;
       publish_stored(StorageTier::HostPinned, block);
       for (std::size_t tier = 0; tier < lowers_.size(); ++tier) {
-        if (lowers_[tier]->write_through()) offer_to_lower(tier, page, block);
+        if (lowers_[tier]->write_through() && !offer_to_lower(tier, page, block)) {
+          declined_on_landing_[page.value()] |= static_cast<std::uint8_t>(1U << tier);
+        }
       }
     }
     progress.released.insert(progress.released.end(), transfer.g1_pages.begin(), transfer.g1_pages.end());
@@ -417,6 +430,8 @@ g1::SwapInCopy OffloadEngine::prepare_swap_in(std::span<const PositionalLineageH
         break;  // the request recomputes from here
       }
       registry_.pin(*page);  // now: a page reserved below for a lower-tier block must not evict it
+      // A hit in G2 is a second sighting: the tiers below admit the block when G2 lets it go.
+      for (AdmissionFilter& admission : lower_admissions_) admission.note(plh);
       if (!lowers_.empty() && promoted_pages_[page->value()] != 0) {
         const std::size_t tier = promoted_pages_[page->value()] - 1U;
         promoted_pages_[page->value()] = 0;
@@ -540,7 +555,8 @@ g1::TierStats OffloadEngine::stats() const {
                       .in_flight = 0,
                       .verify_failures = verify_failures_,
                       .failed_transfers = failed_transfers_,
-                      .format_refusals = format_refusals_};
+                      .format_refusals = format_refusals_,
+                      .admission_declined = g2_admission_.declined()};
   for (const auto& [id, transfer] : transfers_) {
     if (transfer.started && !transfer.reported)
       ++stats.in_flight;  // not yet applied by a poll, whatever its copy is doing now

@@ -43,15 +43,27 @@ void OffloadEngine::demote(G2Page page, const HostBlockRegistry::Eviction& evict
     return;
   }
   for (std::size_t t = 0; t < lowers_.size(); ++t) {
-    // A write-through tier was offered the block when it landed; it gets it now only if that was refused.
-    if (lowers_[t]->write_through() && lowers_[t]->contains(evicted.block.plh)) continue;
+    // A write-through tier was offered the block when it landed; it gets it now only if that
+    // was refused for room (its admission's answer stands for the whole stay in G2).
+    if (lowers_[t]->write_through() &&
+        (lowers_[t]->contains(evicted.block.plh) || (declined_on_landing_[page.value()] >> t & 1U) != 0)) {
+      continue;
+    }
     offer_to_lower(t, page, evicted.block);
   }
 }
 
-void OffloadEngine::offer_to_lower(std::size_t tier, G2Page page, const g1::TieredBlock& block) {
+bool OffloadEngine::offer_to_lower(std::size_t tier, G2Page page, const g1::TieredBlock& block) {
   tiers::LowerTier& lower = *lowers_[tier];
   LowerTierUsage& usage = lower_usages_[tier];
+  if (lower.contains(block.plh)) {  // never stored twice, and no offer counted
+    ++usage.demotions_skipped;
+    return true;
+  }
+  if (!lower_admissions_[tier].admit(block.plh)) {
+    ++usage.declined;
+    return false;
+  }
   const std::span<const std::byte> bytes(host_pool_.chunk_address(PageId(page.value()), 0), page_bytes());
   std::vector<g1::TieredBlock> removed;
   switch (lower.write(block, bytes, removed)) {
@@ -66,12 +78,16 @@ void OffloadEngine::offer_to_lower(std::size_t tier, G2Page page, const g1::Tier
       break;
   }
   publish_removed(lower.medium(), std::move(removed));
+  return true;
 }
 
 std::optional<G2Page> OffloadEngine::reserve_page(const g1::TieredBlock& block, std::vector<g1::TieredBlock>& removed) {
   std::optional<HostBlockRegistry::Eviction> evicted;
   const auto page = registry_.reserve(block, evicted);
-  if (page && !lowers_.empty()) promoted_pages_[page->value()] = 0;
+  if (page && !lowers_.empty()) {
+    promoted_pages_[page->value()] = 0;
+    declined_on_landing_[page->value()] = 0;
+  }
   if (page && evicted) {
     removed.push_back(evicted->block);
     demote(*page, *evicted);  // before anything writes the page

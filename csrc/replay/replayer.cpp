@@ -156,6 +156,7 @@ class Replay {
     }
     if (engine_ != nullptr) {
       report_.failed_copies = engine_->stats().failed_transfers;
+      report_.g2_admission_declined = engine_->stats().admission_declined;
       report_.swap_out_gbps = engine_->swap_out_usage().gbps();
       report_.swap_in_gbps = engine_->swap_in_usage().gbps();
       if (const tiers::LowerTier* disk = engine_->lower_tier(StorageTier::Disk))

@@ -21,6 +21,7 @@ void read_disk_tier(const offload::OffloadEngine& engine, const tiers::LowerTier
   report.g3_checksum_failures = io.checksum_failures;
   report.g3_io_failures = io.read_failures + io.write_failures;
   report.g3_demotions_refused = engine.lower_usage(StorageTier::Disk).demotions_refused;
+  report.g3_admission_declined = engine.lower_usage(StorageTier::Disk).declined;
   report.g3_authentication_failures = io.authentication_failures;
   for (const auto& [name, value] : session::disk_tier_recovery(disk)) {
     const std::string_view field(name);
@@ -37,6 +38,7 @@ void read_shared_tier(const offload::OffloadEngine& engine, const tiers::LowerTi
   const tiers::LowerTierStats io = shared.stats();
   report.g4_blocks_published = io.blocks_written;
   report.g4_publishes_refused = engine.lower_usage(StorageTier::External).demotions_refused;
+  report.g4_admission_declined = engine.lower_usage(StorageTier::External).declined;
   report.g4_blocks_fetched = io.blocks_read;
   report.g4_bytes_fetched = io.bytes_read;
   report.g4_fetch_gbps = io.read_busy_s > 0.0 ? static_cast<double>(io.bytes_read) / io.read_busy_s / 1e9 : 0.0;

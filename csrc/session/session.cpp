@@ -91,7 +91,11 @@ void Session::build(memory::Runtime* borrowed) {
         runtime(), pool(),
         offload::OffloadConfig{.host_blocks = config_.host_blocks,
                                .batch_blocks = config_.offload_batch.value_or(offload::OffloadConfig{}.batch_blocks),
-                               .verify_swaps = config_.verify_swaps},
+                               .verify_swaps = config_.verify_swaps,
+                               .g2_admission = config_.g2_admission,
+                               .disk_admission = config_.g3_admission,
+                               .shared_admission = config_.g4_admission,
+                               .g2_eviction = config_.g2_eviction},
         std::move(lowers));
     manager->attach_offload_engine(engine_);
   }

@@ -31,6 +31,13 @@ void SessionConfig::validate() const {
   if (host_blocks == 0 && (offload_batch || verify_swaps)) {
     throw ConfigError("offload_batch and verify_swaps need the offload tier (host_blocks > 0)");
   }
+  if (host_blocks == 0 && (g2_admission != offload::TierAdmission::All || g2_eviction)) {
+    throw ConfigError("g2_admission and g2_eviction need the offload tier (host_blocks > 0)");
+  }
+  if (!disk && g3_admission != offload::TierAdmission::All) throw ConfigError("g3_admission needs a disk tier (G3)");
+  if (!shared && g4_admission != offload::TierAdmission::All) {
+    throw ConfigError("g4_admission needs a shared tier (G4)");
+  }
   if (disk) {
     if (host_blocks == 0) throw ConfigError("the disk tier (G3) sits under G2: it needs host_blocks > 0");
     if (disk->path.empty()) throw ConfigError("the disk tier needs a directory (disk_path)");

@@ -27,7 +27,8 @@ std::unique_ptr<tiers::LowerTier> open_shared_tier(const SharedTierSettings& set
                                           .timeout = std::chrono::milliseconds(settings.timeout_ms),
                                           .retry_after = std::chrono::milliseconds(1000),
                                           .key = key != nullptr ? std::optional<tiers::TierKey>(*key) : std::nullopt,
-                                          .group_formats = std::move(group_formats)};
+                                          .group_formats = std::move(group_formats),
+                                          .publish_on_landing = settings.publish_on_landing};
   for (const std::string& url : settings.urls) config.endpoints.push_back(tiers::shared::parse_redis_url(url));
   config.auth = tiers::shared::redis_auth_of(settings.urls);
   auto store = std::make_unique<tiers::shared::SharedStore>(std::move(config), g2_layout);

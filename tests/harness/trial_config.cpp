@@ -39,6 +39,12 @@ TrialConfig TrialConfig::from_seed(std::uint64_t seed) {
     config.groups = combos[pick(combos.size())].dump();
     config.capacity += 2 * pick(8);  // room for every group's pages
   }
+  // kvtier's history-aware orders (docs/policies.md) take half the KVBM trials; drawn
+  // after everything else, so the other fields of every seed stay what they were.
+  if (config.backend == "kvbm" && pick(2) == 0) {
+    static const char* const kLeafOrders[] = {"lru2", "lfu_da", "arc", "s3fifo", "adaptive"};
+    config.eviction = kLeafOrders[pick(5)];
+  }
   return config;
 }
 

@@ -9,7 +9,7 @@ namespace kvtier::harness {
 struct TrialConfig {
   std::uint64_t seed = 0;
   std::string backend = "native";    // native | kvbm
-  std::string eviction = "lineage";  // kvbm only: lineage | lru | multi_lru
+  std::string eviction = "lineage";  // kvbm only: lineage | lru | multi_lru | lru2 | lfu_da | arc | s3fifo | adaptive
   std::uint32_t capacity = 8;
   std::uint32_t block_size = 4;
   bool prefix_caching = true;

@@ -135,6 +135,38 @@ TEST(ReplayerShared, FourInstancesRoundRobinHitG4WhereAloneTheyMiss) {
   EXPECT_EQ(with.g4_checksum_failures + with.g4_errors, 0U);
 }
 
+// Issue 35: what G4 is offered and when. Lazy publishing waits for G2's
+// eviction (a block still in G2 at the end was never published); second-offer
+// admission publishes a block only once it came back or was a G2 hit. Neither
+// serves a byte wrong.
+TEST(ReplayerShared, LazyAndSecondOfferPublishingStoreLessAndServeOnlyVerifiedBytes) {
+  RedisServers redis(1, "2gb");
+  KVTIER_REQUIRE_REDIS(redis);
+  memory::HostRuntime runtime;
+  const auto trace = read_trace_file(KVTIER_SHARED_TRACE, 200);
+  const auto run = [&](const std::string& space, bool eager, offload::TierAdmission admission) {
+    ReplayConfig c = config(g1::G1Backend::Native, 1500, 128, 500, redis.urls(), space);
+    c.session.shared->publish_on_landing = eager;
+    c.session.g4_admission = admission;
+    c.instances = 2;
+    return combine(replay_instances(runtime, c, trace));
+  };
+  const ReplayReport eager = run("eager", true, offload::TierAdmission::All);
+  const ReplayReport lazy = run("lazy", false, offload::TierAdmission::All);
+  const ReplayReport picky = run("picky", true, offload::TierAdmission::SecondOffer);
+  EXPECT_LT(lazy.g4_blocks_published, eager.g4_blocks_published);
+  EXPECT_LT(picky.g4_blocks_published, eager.g4_blocks_published);
+  EXPECT_GT(picky.g4_admission_declined, 0U);
+  EXPECT_EQ(eager.g4_admission_declined + lazy.g4_admission_declined, 0U);
+  for (const ReplayReport* r : {&eager, &lazy, &picky}) {
+    EXPECT_EQ(r->requests, trace.size());
+    EXPECT_EQ(r->mismatches, 0U);
+    EXPECT_GE(r->pages_verified, r->g4_hit_blocks);
+    EXPECT_EQ(r->g4_checksum_failures + r->g4_errors, 0U);
+  }
+  EXPECT_GT(eager.g4_hit_blocks, 0U);
+}
+
 TEST(ReplayerShared, AShardKilledMidReplayCostsHitsNeverBytes) {
   RedisServers redis(3, "1gb");
   KVTIER_REQUIRE_REDIS(redis);

@@ -299,6 +299,77 @@ TEST_P(DiskTierSession, BadSettingsAreRefusedWithNothingKept) {
   EXPECT_EQ(reformatted.engine()->lower_tier()->used(), 0U);
 }
 
+// Issue 35: second-sight admission. A block G2 lets go for the first time is
+// not written; one that comes back and is let go again, or that was a G2 hit
+// in between, is.
+TEST_P(DiskTierSession, SecondOfferAdmissionWritesABlockOnlyOnceItCameBack) {
+  session::SessionConfig c = config();
+  c.g3_admission = offload::TierAdmission::SecondOffer;
+  c.host_blocks = 8;  // room in G2 for a beside the blocks that push it out
+  session::Session s(c);
+  push_a_to_disk(s);
+  EXPECT_EQ(a_prefix_on_disk(s), 0U);
+  EXPECT_GE(s.engine()->lower_usage().declined, 4U);
+  EXPECT_EQ(s.engine()->lower_tier()->stats().blocks_written, 0U);
+
+  ActiveSequence a = sequence(0, 4 * kBlock);  // recomputed: nothing held it
+  prefill_and_release(s, g1::OwnerId(4), a);
+  s.manager().collect_offloads(true);
+  ActiveSequence d = sequence(3000, 8 * kBlock);  // a leaves G1 for G2...
+  prefill_and_release(s, g1::OwnerId(5), d);
+  s.manager().collect_offloads(true);
+
+  ActiveSequence e = sequence(4000, 8 * kBlock);  // ...and G2, a second time
+  prefill_and_release(s, g1::OwnerId(6), e);
+  s.manager().collect_offloads(true);
+  EXPECT_EQ(a_prefix_on_disk(s), 4U);  // its second offer
+
+  bool bytes_ok = false;
+  const driver::Admission admission = readmit_a(s, g1::OwnerId(7), bytes_ok);
+  EXPECT_EQ(admission.swapped_in_from_lower, 4U);
+  EXPECT_TRUE(bytes_ok);
+  EXPECT_EQ(disk_view(), resident_hashes(s));  // DISK events tell exactly what G3 holds
+}
+
+TEST_P(DiskTierSession, AG2HitCountsAsTheSecondSighting) {
+  session::SessionConfig c = config();
+  c.g3_admission = offload::TierAdmission::SecondOffer;
+  session::Session s(c);
+  ActiveSequence a = sequence(0, 4 * kBlock);
+  prefill_and_release(s, g1::OwnerId(1), a);
+  ActiveSequence b = sequence(1000, 8 * kBlock);  // a leaves G1 for G2
+  prefill_and_release(s, g1::OwnerId(2), b);
+  s.manager().collect_offloads(true);
+  ActiveSequence again = sequence(0, 4 * kBlock);
+  const driver::Admission hit = s.driver().admit(g1::OwnerId(3), again, again.len(), 1);
+  ASSERT_TRUE(hit.acquire.is_ready());
+  ASSERT_EQ(hit.swapped_in, 4U);  // a G2 hit
+  s.driver().finalize(g1::OwnerId(3), again, 0, again.len());
+  s.driver().release(g1::OwnerId(3), again);
+  ActiveSequence d = sequence(3000, 8 * kBlock);
+  prefill_and_release(s, g1::OwnerId(4), d);
+  ActiveSequence e = sequence(4000, 8 * kBlock);
+  prefill_and_release(s, g1::OwnerId(5), e);
+  s.manager().collect_offloads(true);
+  EXPECT_EQ(a_prefix_on_disk(s), 4U);                 // its first offer, after a hit
+  EXPECT_GT(s.engine()->lower_usage().declined, 0U);  // the others' first offers
+}
+
+TEST_P(DiskTierSession, AdmissionWithoutItsTierIsRefused) {
+  session::SessionConfig c = config();
+  c.disk.reset();
+  c.g3_admission = offload::TierAdmission::SecondOffer;
+  EXPECT_THROW(session::Session{c}, ConfigError);
+  c = config();
+  c.g4_admission = offload::TierAdmission::SecondOffer;
+  EXPECT_THROW(session::Session{c}, ConfigError);
+  c = config();
+  c.host_blocks = 0;
+  c.disk.reset();
+  c.g2_eviction = g1::EvictionBackend::Arc;
+  EXPECT_THROW(session::Session{c}, ConfigError);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, DiskTierSession, ::testing::Values(g1::G1Backend::Native, g1::G1Backend::Kvbm),
                          [](const ::testing::TestParamInfo<g1::G1Backend>& backend) {
                            return std::string(g1::backend_name(backend.param));

@@ -97,6 +97,8 @@ struct TierStats {
   std::uint64_t failed_transfers = 0;
   /// Blocks refused for a format or group that is not the one their key names.
   std::uint64_t format_refusals = 0;
+  /// Evicted blocks the tier's admission declined (docs/policies.md): not stored.
+  std::uint64_t admission_declined = 0;
 };
 
 class OffloadTier {

@@ -13,6 +13,7 @@
 #include "kvtier/memory/runtime.hpp"
 #include "kvtier/offload/host_block_registry.hpp"
 #include "kvtier/offload/processor_sharing_link.hpp"
+#include "kvtier/offload/tier_admission.hpp"
 #include "kvtier/tiers/block_formats.hpp"
 #include "kvtier/tiers/lower_tier.hpp"
 
@@ -37,6 +38,14 @@ struct OffloadConfig {
   /// runtime; 0: off.
   std::optional<std::uint32_t> staging_pages{};
   std::size_t staging_below_bytes = std::size_t{64} << 10;
+  /// What G2 stores of the blocks G1 evicts, and what G3 (Disk) and G4
+  /// (External) store of the blocks G2 evicts (docs/policies.md); a tier's
+  /// second-offer history holds twice its capacity.
+  TierAdmission g2_admission = TierAdmission::All;
+  TierAdmission disk_admission = TierAdmission::All;
+  TierAdmission shared_admission = TierAdmission::All;
+  /// G2's eviction order; nullopt: the spec's (KVBM Lineage, native LRU).
+  std::optional<g1::EvictionBackend> g2_eviction{};
 };
 
 /// The copies of one direction that completed: bytes, and the wall time during
@@ -52,6 +61,7 @@ struct CopyUsage {
 
 /// Blocks that moved between G2 and the tier below it (G3).
 struct LowerTierUsage {
+  std::uint64_t declined = 0;           // offers the tier's admission declined (nothing written)
   std::uint64_t demoted = 0;            // G2 evictions (landings, write-through) whose write started
   std::uint64_t demotions_skipped = 0;  // held there already (written once)
   std::uint64_t demotions_refused = 0;  // no room for the write: the block was lost
@@ -177,7 +187,8 @@ class OffloadEngine final : public g1::OffloadTier {
   /// Offers a block G2 evicted from `page` (still holding its bytes) to the tiers below.
   void demote(G2Page page, const HostBlockRegistry::Eviction& evicted);
   /// Starts writing the block `page` holds into lower tier `tier` (counted in its usage).
-  void offer_to_lower(std::size_t tier, G2Page page, const g1::TieredBlock& block);
+  /// False when the tier's admission declined it (nothing written).
+  bool offer_to_lower(std::size_t tier, G2Page page, const g1::TieredBlock& block);
   StorageTier lower_medium(std::size_t tier) const noexcept {
     return tier < lowers_.size() ? lowers_[tier]->medium() : StorageTier::Disk;
   }
@@ -207,6 +218,11 @@ class OffloadEngine final : public g1::OffloadTier {
   // abandoned still counts them as that tier's hits.
   std::vector<std::uint8_t> promoted_pages_;
   std::vector<LowerTierUsage> lower_usages_;  // by tier index
+  AdmissionFilter g2_admission_;
+  std::vector<AdmissionFilter> lower_admissions_;  // by tier index
+  // G2 pages whose block a write-through tier declined when it landed (bit =
+  // tier index): the same stay's eviction is not a second offer.
+  std::vector<std::uint8_t> declined_on_landing_;
   memory::Stream offload_stream_;
   memory::Stream onboard_stream_;  // its own stream: a swap-in never queues behind swap-outs
   // One ring per stream: stream order keeps a ring's next gather behind its last copy out.

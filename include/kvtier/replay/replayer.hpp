@@ -111,6 +111,10 @@ struct ReplayReport {
   std::size_t kv_tokens_written = 0;  // tokens whose K/V write_kv put into their slots
   std::size_t kv_bytes_written = 0;
   std::size_t failed_copies = 0;  // transfers whose copy failed (their blocks were dropped, not corrupted)
+  // Blocks each tier's admission declined (docs/policies.md; 0 when it admits all).
+  std::size_t g2_admission_declined = 0;  // G1 evictions G2 did not store
+  std::size_t g3_admission_declined = 0;  // G2 evictions G3 did not store
+  std::size_t g4_admission_declined = 0;  // G2 evictions (or landings) G4 did not publish
   // The G3 disk tier (all 0 without one).
   std::size_t g3_recovered_blocks = 0;  // blocks the tier held when the replay started (a restart)
   std::size_t g3_blocks_written = 0;

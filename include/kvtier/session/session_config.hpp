@@ -13,6 +13,7 @@
 #include "kvtier/core/kv_layout.hpp"
 #include "kvtier/g1/g1_manager.hpp"
 #include "kvtier/memory/runtime_factory.hpp"
+#include "kvtier/offload/tier_admission.hpp"
 
 namespace kvtier::session {
 
@@ -41,6 +42,8 @@ struct SharedTierSettings {
   /// Blocks queued for publishing: a burst of G2 evictions beyond it is not published.
   std::uint32_t max_in_flight = 256;
   std::uint32_t timeout_ms = 250;  // per connect, command and reply
+  /// Publish each block as it lands in G2 (eager) or when G2 evicts it (lazy).
+  bool publish_on_landing = true;
 };
 
 /// The defaults (docs/architecture.md, "Sessions"): the native backend with
@@ -64,6 +67,13 @@ struct SessionConfig {
   /// A G4 shared tier under G2, beside G3 when both are given (needs
   /// host_blocks > 0 and a build with hiredis).
   std::optional<SharedTierSettings> shared{};
+  /// What G2, G3 and G4 store of the blocks evicted above them, and G2's
+  /// eviction order (docs/policies.md); the defaults store every block and
+  /// keep the spec's orders. Each needs its tier (ConfigError otherwise).
+  offload::TierAdmission g2_admission = offload::TierAdmission::All;
+  offload::TierAdmission g3_admission = offload::TierAdmission::All;
+  offload::TierAdmission g4_admission = offload::TierAdmission::All;
+  std::optional<g1::EvictionBackend> g2_eviction{};
   /// A tier key for G3 and G4 (tiers/tier_key.hpp): every record they write
   /// carries its MAC and only records with a valid one are served. Without
   /// one, KVTIER_TIER_KEY_FILE is read when a G3 or G4 tier is configured.

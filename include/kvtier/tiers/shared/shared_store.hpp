@@ -64,6 +64,10 @@ struct SharedStoreConfig {
   /// A manager with KV cache groups: each group's block fingerprint
   /// (BlockFormats); a value of another group format is never served. Empty: one layout.
   std::vector<std::uint64_t> group_formats{};
+  /// Eager (true): each block is published as it lands in G2, so other
+  /// instances hit it while it is still in this one's G2. Lazy (false): when
+  /// G2 evicts it, as G3 is written (docs/policies.md).
+  bool publish_on_landing = true;
 };
 
 /// What a shared store counts besides LowerTierStats.
@@ -100,7 +104,7 @@ class SharedStore final : public LowerTier {
   std::size_t page_bytes() const noexcept override { return page_bytes_; }
   /// 0: the store's capacity is its own (maxmemory).
   std::uint32_t capacity() const noexcept override { return 0; }
-  bool write_through() const noexcept override { return true; }
+  bool write_through() const noexcept override { return config_.publish_on_landing; }
   /// Blocks this instance knows the store holds or is publishing.
   std::size_t used() const noexcept override { return known_.size() + publishing_.size(); }
   bool contains(const PositionalLineageHash& plh) const override {
