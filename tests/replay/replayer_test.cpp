@@ -97,6 +97,34 @@ TEST(Replayer, AnOffloadTierTurnsEvictedPrefixesIntoG2HitsWithTheirBytes) {
   }
 }
 
+// Issue 35: G2 admission by second offer declines a block G1 lets go for the
+// first time (1's blocks are not in G2 when 1 comes back: no G2 hit), and a
+// request evicted a second time is stored; any G2 order serves the round trip.
+TEST(Replayer, SecondOfferG2AdmissionStoresABlockOnlyFromItsSecondEviction) {
+  memory::HostRuntime runtime;
+  for (const g1::G1Backend backend : {g1::G1Backend::Native, g1::G1Backend::Kvbm}) {
+    ReplayConfig config = with_g2(backend);
+    config.session.g2_admission = offload::TierAdmission::SecondOffer;
+    auto trace = g2_round_trip();  // 1's first eviction: declined, so 1 is recomputed
+    trace.push_back(request(5, {6}));
+    trace.push_back(request(6, {7}));
+    trace.push_back(request(7, {8}));
+    trace.push_back(request(8, {1, 9}));  // 1 was evicted a second time: stored, a G2 hit now
+    const auto report = replay(runtime, config, trace);
+    EXPECT_EQ(report.g2_hit_blocks, 8U) << g1::backend_name(backend);
+    EXPECT_GT(report.g2_admission_declined, 0U);
+    EXPECT_EQ(report.mismatches, 0U);
+  }
+  for (const g1::EvictionBackend order : {g1::EvictionBackend::Lru2, g1::EvictionBackend::Arc,
+                                          g1::EvictionBackend::S3Fifo, g1::EvictionBackend::Adaptive}) {
+    ReplayConfig config = with_g2(g1::G1Backend::Native);
+    config.session.g2_eviction = order;
+    const auto report = replay(runtime, config, g2_round_trip());
+    EXPECT_EQ(report.g2_hit_blocks, 8U) << g1::eviction_backend_name(order);
+    EXPECT_EQ(report.mismatches, 0U);
+  }
+}
+
 TEST(Replayer, ItsMetricsAfterEveryStepGrowAndEndAtTheReportsFigures) {
   memory::HostRuntime runtime;
   for (const g1::G1Backend backend : {g1::G1Backend::Native, g1::G1Backend::Kvbm}) {
