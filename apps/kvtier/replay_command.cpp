@@ -46,7 +46,8 @@ struct ReplayOptions {
   std::string g4_admission = offload::tier_admission_name(kSession.g4_admission);
   std::string g2_eviction;  // empty: the spec's order for the backend
   std::string g4_demotion = "eager";
-  std::string disk_path;  // empty: no G3
+  std::string native_eviction;  // empty: vLLM's LRU
+  std::string disk_path;        // empty: no G3
   std::uint32_t disk_blocks = 0;
   unsigned disk_queue_depth = session::DiskTierSettings{}.queue_depth;
   unsigned disk_backlog = session::DiskTierSettings{}.backlog;
@@ -184,6 +185,9 @@ int run(const ReplayOptions& o) {
   config.session.g3_admission = offload::parse_tier_admission(o.g3_admission);
   config.session.g4_admission = offload::parse_tier_admission(o.g4_admission);
   if (!o.g2_eviction.empty()) config.session.g2_eviction = g1::parse_eviction_backend(o.g2_eviction);
+  if (!o.native_eviction.empty()) {
+    config.session.manager.native_eviction = g1::parse_eviction_backend(o.native_eviction);
+  }
   if (o.g4_demotion != "eager" && o.g4_demotion != "lazy") throw ConfigError("--g4-demotion must be eager or lazy");
   if (o.g4_demotion != "eager" && o.shared_tier.empty()) throw ConfigError("--g4-demotion needs --shared-tier");
   if (!o.disk_path.empty()) {
@@ -346,6 +350,9 @@ void add_replay_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--g4-admission", o->g4_admission, "what G4 stores of the blocks G2 evicts: all | second_offer")
       ->capture_default_str();
+  cmd->add_option("--native-eviction", o->native_eviction,
+                  "the native backend's G1 order: lru2 | lfu_da | arc | s3fifo | adaptive (default: vLLM's LRU)")
+      ->check(non_empty());
   cmd->add_option("--g4-demotion", o->g4_demotion,
                   "when G4 is offered a block: eager (as it lands in G2) | lazy (when G2 evicts it)")
       ->capture_default_str();

@@ -110,6 +110,10 @@ nlohmann::ordered_json report_json(const replay::ReplayReport& r, const replay::
   out["workload"] = workload;
   out["runtime"] = runtime;
   out["backend"] = g1::backend_name(config.session.manager.backend);
+  const g1::G1ManagerConfig& manager = config.session.manager;
+  out["g1_order"] = manager.backend == g1::G1Backend::Kvbm ? g1::eviction_backend_name(manager.eviction)
+                    : manager.native_eviction              ? g1::eviction_backend_name(*manager.native_eviction)
+                                                           : "lru";
   out["capacity"] = config.session.manager.capacity;
   out["host_blocks"] = config.session.host_blocks;
   out["disk_path"] = config.session.disk ? nlohmann::ordered_json(config.session.disk->path.string())

@@ -25,9 +25,15 @@ std::unique_ptr<BlockManager> G1Manager::make_backend() {
   if (config.capacity == 0) throw ConfigError("G1 capacity must be at least one block");
   if (config.block_size < 2)
     throw ConfigError("block_size must be at least 2, got " + std::to_string(config.block_size));
+  if (config.native_eviction && config.backend != G1Backend::Native) {
+    throw ConfigError("native_eviction orders the native backend's pool: the KVBM backend takes eviction");
+  }
   if (!config.groups.empty()) {
     geometry_ = ModelGeometry::resolve(config.groups, config.block_size, config.block_size_fixed);
     if (geometry_->has_null_page()) {
+      if (config.native_eviction) {
+        throw ConfigError("native_eviction orders one group's pool: a manager with KV cache groups keeps vLLM's LRU");
+      }
       if (config.backend == G1Backend::Kvbm) {
         throw ConfigError(
             "the KVBM backend has no KV cache groups (Dynamo's KVBM has no hybrid support, dynamo#13755): a "
@@ -48,7 +54,8 @@ std::unique_ptr<BlockManager> G1Manager::make_backend() {
   if (config.backend == G1Backend::Kvbm) {
     return std::make_unique<KvbmBackend>(config.capacity, config.block_size, config.eviction, publisher);
   }
-  return std::make_unique<NativeBackend>(config.capacity, config.block_size, config.enable_prefix_caching, publisher);
+  return std::make_unique<NativeBackend>(config.capacity, config.block_size, config.enable_prefix_caching, publisher,
+                                         config.native_eviction);
 }
 
 const char* backend_name(G1Backend backend) noexcept { return backend == G1Backend::Native ? "native" : "kvbm"; }

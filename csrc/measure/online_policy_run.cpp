@@ -22,15 +22,19 @@ TokenId synthetic_token(std::uint64_t id, std::size_t t) {
 std::vector<OnlinePolicy> online_policies() {
   using g1::EvictionBackend;
   using g1::G1Backend;
-  return {{"lru", G1Backend::Native, EvictionBackend::Lineage},
-          {"kvbm_lineage", G1Backend::Kvbm, EvictionBackend::Lineage},
-          {"kvbm_lru", G1Backend::Kvbm, EvictionBackend::Lru},
-          {"kvbm_multi_lru", G1Backend::Kvbm, EvictionBackend::MultiLru},
-          {"lru2", G1Backend::Kvbm, EvictionBackend::Lru2},
-          {"lfu_da", G1Backend::Kvbm, EvictionBackend::LfuDa},
-          {"arc", G1Backend::Kvbm, EvictionBackend::Arc},
-          {"s3fifo", G1Backend::Kvbm, EvictionBackend::S3Fifo},
-          {"adaptive", G1Backend::Kvbm, EvictionBackend::Adaptive}};
+  std::vector<OnlinePolicy> policies{{"lru", G1Backend::Native, EvictionBackend::Lineage, std::nullopt}};
+  constexpr EvictionBackend kLeafOrders[] = {EvictionBackend::Lru2, EvictionBackend::LfuDa, EvictionBackend::Arc,
+                                             EvictionBackend::S3Fifo, EvictionBackend::Adaptive};
+  for (const EvictionBackend order : kLeafOrders) {
+    policies.push_back({g1::eviction_backend_name(order), G1Backend::Native, EvictionBackend::Lineage, order});
+  }
+  for (const EvictionBackend order : {EvictionBackend::Lineage, EvictionBackend::Lru, EvictionBackend::MultiLru}) {
+    policies.push_back({std::string("kvbm_") + g1::eviction_backend_name(order), G1Backend::Kvbm, order, std::nullopt});
+  }
+  for (const EvictionBackend order : kLeafOrders) {
+    policies.push_back({std::string("kvbm_") + g1::eviction_backend_name(order), G1Backend::Kvbm, order, std::nullopt});
+  }
+  return policies;
 }
 
 OnlinePolicy online_policy(const std::string& name) {
@@ -71,7 +75,8 @@ PolicyHits run_online_policy(const PrefixTreeTrace& trace, const TraceBlocks& bl
                                             .dp_rank = 0,
                                             .backend = policy.backend,
                                             .enable_prefix_caching = true,
-                                            .eviction = policy.eviction});
+                                            .eviction = policy.eviction,
+                                            .native_eviction = policy.native_eviction});
   PolicyHits out{.hits = 0, .prompt_blocks = trace.prompt_blocks()};
   UseSignal use;
   DerefSignal deref;

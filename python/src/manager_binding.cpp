@@ -138,6 +138,7 @@ nb::dict metrics(PyManager& m) {
   out["quarantined"] = offload.quarantined;
   out["swap_verify_failures"] = offload.tier.verify_failures;
   out["failed_transfers"] = offload.tier.failed_transfers;
+  out["g2_admission_declined"] = offload.tier.admission_declined;
   out["metadata_bytes"] = manager.metadata_bytes();
   out["events_dropped"] = m.session().events().dropped();
   if (manager.geometry() != nullptr) {
@@ -151,6 +152,10 @@ nb::dict metrics(PyManager& m) {
     out["groups"] = groups;
   }
   const offload::OffloadEngine* engine = m.session().engine();
+  if (engine != nullptr) {
+    out["g3_admission_declined"] = engine->lower_usage(StorageTier::Disk).declined;
+    out["g4_admission_declined"] = engine->lower_usage(StorageTier::External).declined;
+  }
   for (const auto& [name, value] : m.session().stack().lower_tier_counters()) out[name] = value;
   if (const tiers::LowerTier* disk = m.session().stack().lower_tier(StorageTier::Disk)) {
     out["disk_direct_io"] = session::disk_tier_facts(*disk).direct_io;
@@ -456,7 +461,9 @@ void bind_manager(nb::module_& module) {
          std::uint32_t shared_timeout_ms, std::optional<std::string> tier_key_file, bool prefix_caching,
          std::uint32_t dp_rank, std::uint64_t seed, std::size_t max_pending_events, std::vector<nb::handle> publishers,
          std::optional<nb::list> groups, std::optional<std::string> model_name, std::optional<std::string> model_config,
-         std::optional<std::string> kv_cache_dtype) {
+         std::optional<std::string> kv_cache_dtype, std::optional<std::string> native_eviction,
+         std::optional<std::string> g2_eviction, std::string g2_admission, std::string g3_admission,
+         std::string g4_admission) {
         std::vector<std::shared_ptr<KvEventSink>> sinks;
         for (nb::handle publisher : publishers) {
 #if KVTIER_WITH_ZMQ
@@ -476,6 +483,11 @@ void bind_manager(nb::module_& module) {
         ManagerOptions options{.seed = seed, .max_pending_events = max_pending_events};
         session::SessionConfig& config = options.session;
         config.set_backend(backend, eviction);
+        if (native_eviction) config.manager.native_eviction = g1::parse_eviction_backend(*native_eviction);
+        if (g2_eviction) config.g2_eviction = g1::parse_eviction_backend(*g2_eviction);
+        config.g2_admission = offload::parse_tier_admission(g2_admission);
+        config.g3_admission = offload::parse_tier_admission(g3_admission);
+        config.g4_admission = offload::parse_tier_admission(g4_admission);
         config.manager.capacity = capacity;
         config.manager.block_size = block_size;
         config.manager.dp_rank = dp_rank;
@@ -521,7 +533,11 @@ void bind_manager(nb::module_& module) {
       "tier_key_file"_a = nb::none(), "prefix_caching"_a = kDefaults.manager.enable_prefix_caching,
       "dp_rank"_a = kDefaults.manager.dp_rank, "seed"_a = 0,
       "max_pending_events"_a = ManagerOptions{}.max_pending_events, "publishers"_a = std::vector<nb::handle>{},
-      "groups"_a = nb::none(), "model"_a = nb::none(), "model_config"_a = nb::none(), "kv_cache_dtype"_a = nb::none());
+      "groups"_a = nb::none(), "model"_a = nb::none(), "model_config"_a = nb::none(), "kv_cache_dtype"_a = nb::none(),
+      "native_eviction"_a = nb::none(), "g2_eviction"_a = nb::none(),
+      "g2_admission"_a = offload::tier_admission_name(kDefaults.g2_admission),
+      "g3_admission"_a = offload::tier_admission_name(kDefaults.g3_admission),
+      "g4_admission"_a = offload::tier_admission_name(kDefaults.g4_admission));
   c.def_prop_ro("backend", [](PyManager& m) { return std::string(g1::backend_name(m.manager().backend())); })
       .def_prop_ro("eviction",
                    [](PyManager& m) {

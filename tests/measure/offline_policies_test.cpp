@@ -154,7 +154,7 @@ TEST(PolicyComparison, CapacitiesAreSharesOrBlockCounts) {
 TEST(PolicyComparison, RowsGiveEachPolicyBesideTheBoundOfItsCapacity) {
   const PrefixTreeTrace trace =
       prefix_tree_trace(std::vector<std::vector<std::uint64_t>>{{0, 1}, {5, 6, 7}, {0, 1}, {0, 1, 2}});
-  const auto rows = compare_policies(trace, {"2", "100%"}, {online_policy("lru"), online_policy("lru2")});
+  const auto rows = compare_policies(trace, {"2", "100%"}, {online_policy("lru"), online_policy("kvbm_lru2")});
   ASSERT_EQ(rows.size(), 10U);
   EXPECT_EQ(rows[0].policy, "bound");
   EXPECT_EQ(rows[1].policy, "ceiling");

@@ -123,6 +123,17 @@ TEST(Replayer, SecondOfferG2AdmissionStoresABlockOnlyFromItsSecondEviction) {
     EXPECT_EQ(report.g2_hit_blocks, 8U) << g1::eviction_backend_name(order);
     EXPECT_EQ(report.mismatches, 0U);
   }
+  // The same orders in G1 (the native pool's), with offload quarantining what they evict.
+  for (const g1::EvictionBackend order :
+       {g1::EvictionBackend::Lru2, g1::EvictionBackend::LfuDa, g1::EvictionBackend::Arc, g1::EvictionBackend::S3Fifo,
+        g1::EvictionBackend::Adaptive}) {
+    ReplayConfig config = with_g2(g1::G1Backend::Native);
+    config.session.manager.native_eviction = order;
+    const auto report = replay(runtime, config, g2_round_trip());
+    EXPECT_EQ(report.g2_hit_blocks, 8U) << "G1 " << g1::eviction_backend_name(order);
+    EXPECT_EQ(report.mismatches, 0U);
+    EXPECT_GE(report.pages_verified, 8U);
+  }
 }
 
 TEST(Replayer, ItsMetricsAfterEveryStepGrowAndEndAtTheReportsFigures) {

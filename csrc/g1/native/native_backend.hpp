@@ -61,8 +61,9 @@ struct NativeOwnerTable {
 /// is published.
 class NativeBackend final : public detail::TabledBackend<detail::NativeOwnerTable> {
  public:
+  /// `order`: the inactive order (NativeBlockPool); nullopt: vLLM's LRU.
   NativeBackend(std::uint32_t capacity, std::uint32_t block_size, bool enable_prefix_caching,
-                KvEventPublisher& publisher);
+                KvEventPublisher& publisher, std::optional<EvictionBackend> order = std::nullopt);
 
   // Signals and visibility (native_signals.cpp).
   G1Acquire process_use(OwnerId owner, const UseSignal& signal, std::size_t reusable_prefix_blocks) override {

@@ -8,9 +8,18 @@
 
 namespace kvtier::g1 {
 
-NativeBlockPool::NativeBlockPool(std::uint32_t capacity)
+NativeBlockPool::NativeBlockPool(std::uint32_t capacity, std::optional<EvictionBackend> order)
     : capacity_(capacity), pages_(capacity), index_(capacity, HashOfPage{&pages_}, kIndexSlack) {
   if (capacity == 0 || capacity == kNoPage) throw ConfigError("G1 capacity must be between 1 and 2^32-2 pages");
+  if (order) {
+    if (*order == EvictionBackend::Lineage || *order == EvictionBackend::Lru || *order == EvictionBackend::MultiLru) {
+      throw ConfigError(std::string("the native backend's inactive order is vLLM's LRU or one of kvtier's (lru2, "
+                                    "lfu_da, arc, s3fifo, adaptive), not KVBM's ") +
+                        eviction_backend_name(*order));
+    }
+    order_ = make_eviction_policy(*order, capacity);
+    lineage_.resize(capacity);
+  }
   for (std::uint32_t page = capacity; page-- > 0;) free_page(page);  // page 0 is handed out first
 }
 
@@ -26,6 +35,15 @@ const NativeBlockPool::PageEntry& NativeBlockPool::entry(PageId page) const {
 
 void NativeBlockPool::lru_push_tail(std::uint32_t page) noexcept {
   PageEntry& e = pages_[page];
+  // With an order it takes each hash's primary copy; duplicates (and a block
+  // the order refuses) wait in the LRU, which is evicted first.
+  if (order_ && index_.find(e.hash) == page && !order_->insert_refusal(std::span(&lineage_[page], 1))) {
+    order_->insert(PageId(page), lineage_[page]);
+    e.in_lru = true;
+    e.in_order = true;
+    ++inactive_len_;
+    return;
+  }
   e.prev = lru_tail_;
   e.next = kNoPage;
   if (lru_tail_ == kNoPage) {
@@ -40,6 +58,13 @@ void NativeBlockPool::lru_push_tail(std::uint32_t page) noexcept {
 
 void NativeBlockPool::lru_unlink(std::uint32_t page) noexcept {
   PageEntry& e = pages_[page];
+  if (e.in_order) {
+    order_->remove(PageId(page));
+    e.in_order = false;
+    e.in_lru = false;
+    --inactive_len_;
+    return;
+  }
   (e.prev == kNoPage ? lru_head_ : pages_[e.prev].next) = e.next;
   (e.next == kNoPage ? lru_tail_ : pages_[e.next].prev) = e.prev;
   e.prev = e.next = kNoPage;
@@ -137,13 +162,12 @@ NativeReserveOutcome NativeBlockPool::commit_reservation(std::span<const PrefixP
     ++pages_[page].pins;
   }
   for (std::uint32_t i = 0; i < needed; ++i) {
-    const std::uint32_t page = lru_head_;
+    const std::uint32_t page = take_victim();
     const SequenceHash hash(pages_[page].hash);
     if (!quarantine_ || !(index_.find(hash.value()) == page && pages_[page].dup_next == kNoPage)) {
-      if (auto removed = evict_one()) outcome.removed.push_back(*removed);
+      if (auto removed = drop_victim(page)) outcome.removed.push_back(*removed);
       continue;
     }
-    lru_unlink(page);
     unlink_from_hash_chain(page);                 // the last copy: its hash leaves the index
     pages_[page].state = PageState::Quarantined;  // keeps its hash; still one of the copies
     ++quarantined_;
@@ -198,6 +222,7 @@ bool NativeBlockPool::cache_private(PageId page, SequenceHash hash) {
   e.dup_next = kNoPage;
   --private_copies_;
   ++cached_refs_;
+  if (order_) lineage_[page.value()] = PositionalLineageHash(hash, std::nullopt, 0);  // a root until set_lineage
   const std::uint32_t primary = index_.insert_or_find(page.value());
   if (primary == page.value()) return true;
   std::uint32_t tail = primary;
@@ -254,10 +279,26 @@ bool NativeBlockPool::unlink_from_hash_chain(std::uint32_t page) noexcept {
   return false;
 }
 
+std::uint32_t NativeBlockPool::take_victim() {
+  if (!order_ || lru_head_ != kNoPage) {
+    const std::uint32_t page = lru_head_;
+    lru_unlink(page);
+    return page;
+  }
+  const std::uint32_t page = order_->evict().value().value();
+  PageEntry& e = pages_[page];
+  e.in_order = false;
+  e.in_lru = false;
+  --inactive_len_;
+  return page;
+}
+
 std::optional<SequenceHash> NativeBlockPool::evict_one() {
-  KVTIER_EXPECTS(lru_head_ != kNoPage, "evict_one on an empty inactive list");
-  const std::uint32_t page = lru_head_;
-  lru_unlink(page);
+  KVTIER_EXPECTS(inactive_len_ != 0, "evict_one on an empty inactive list");
+  return drop_victim(take_victim());
+}
+
+std::optional<SequenceHash> NativeBlockPool::drop_victim(std::uint32_t page) noexcept {
   const SequenceHash hash(pages_[page].hash);
   const bool last_copy = unlink_from_hash_chain(page);
   free_page(page);
@@ -304,11 +345,12 @@ void NativeBlockPool::audit(const Holders& holders) const {
   }
   std::uint32_t lru_pages = 0;
   for (std::uint32_t page = lru_head_; page != kNoPage; page = pages_[page].next) {
-    KVTIER_ASSERT(page < capacity_ && pages_[page].in_lru && lru_pages < capacity_,
+    KVTIER_ASSERT(page < capacity_ && pages_[page].in_lru && !pages_[page].in_order && lru_pages < capacity_,
                   "the inactive list is corrupt at page " + std::to_string(page));
     ++lru_pages;
   }
-  KVTIER_ASSERT(lru_pages == inactive_len_, "the inactive list length differs from its count");
+  const std::size_t ordered = order_ ? order_->size() : 0;
+  KVTIER_ASSERT(lru_pages + ordered == inactive_len_, "the inactive list length differs from its count");
   std::uint32_t privates = 0;
   std::uint32_t cached = 0;
   std::uint32_t quarantined = 0;
@@ -339,6 +381,8 @@ void NativeBlockPool::audit(const Holders& holders) const {
         KVTIER_ASSERT(e.pins == holders.pins[page], "a cached page's pins differ from its reservations" + at);
         KVTIER_ASSERT(e.in_lru == (e.refs == 0 && e.pins == 0),
                       "a cached page is in the inactive list iff unheld" + at);
+        KVTIER_ASSERT(!e.in_order || (order_ && order_->contains(PageId(page))),
+                      "a page of the inactive order is missing from it" + at);
         std::uint32_t copy = index_.find(e.hash);
         std::uint32_t steps = 0;
         while (copy != kNoPage && copy != page && steps++ < capacity_) copy = pages_[copy].dup_next;
@@ -357,7 +401,12 @@ void NativeBlockPool::audit(const Holders& holders) const {
 }
 
 std::size_t NativeBlockPool::metadata_bytes() const noexcept {
-  return pages_.capacity() * sizeof(PageEntry) + index_.memory_bytes();
+  return pages_.capacity() * sizeof(PageEntry) + index_.memory_bytes() +
+         (order_ ? order_->metadata_bytes() + lineage_.capacity() * sizeof(PositionalLineageHash) : 0);
+}
+
+void NativeBlockPool::set_lineage(PageId page, const PositionalLineageHash& plh) noexcept {
+  if (order_ && page.value() < capacity_ && !pages_[page.value()].in_lru) lineage_[page.value()] = plh;
 }
 
 }  // namespace kvtier::g1

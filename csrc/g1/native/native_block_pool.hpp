@@ -1,11 +1,14 @@
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <vector>
 
 #include "g1/common/id_index.hpp"
+#include "kvtier/core/lineage_hash.hpp"
 #include "kvtier/core/strong_id.hpp"
+#include "kvtier/g1/eviction_policy.hpp"
 
 namespace kvtier::g1 {
 
@@ -38,12 +41,16 @@ struct NativeReserveOutcome {
 /// every copy is one page of the G1 slab. Copies are Private (uncached, one
 /// owner) or Cached (hash-addressable, refs + pins); duplicates of a hash are
 /// separate copies in a FIFO whose head is the primary. Cached copies with no
-/// refs and no pins sit in an intrusive LRU (head evicted first).
+/// refs and no pins sit in an intrusive LRU (head evicted first) — or, with an
+/// inactive order (docs/policies.md), primaries in that order and the rest
+/// (redundant duplicates) in the LRU, which is evicted first.
 /// Invariant: copies + reserved <= capacity. All reservations are atomic:
 /// when one fails, nothing changed.
 class NativeBlockPool {
  public:
-  explicit NativeBlockPool(std::uint32_t capacity);
+  /// `order`: an inactive order of kvtier's (lru2, lfu_da, arc, s3fifo,
+  /// adaptive) instead of vLLM's LRU; ConfigError for KVBM's pools.
+  explicit NativeBlockPool(std::uint32_t capacity, std::optional<EvictionBackend> order = std::nullopt);
   NativeBlockPool(const NativeBlockPool&) = delete;  // the index points into this object
   NativeBlockPool& operator=(const NativeBlockPool&) = delete;
 
@@ -77,6 +84,10 @@ class NativeBlockPool {
   std::pair<PageId, bool> allocate_cached(NativeReservation& reservation, SequenceHash hash);
   /// Private -> Cached{refs 1}; true iff this is the first resident copy of `hash`.
   bool cache_private(PageId page, SequenceHash hash);
+  /// With an inactive order: the cached page's place in the prefix tree (its
+  /// lineage hash), which the order's leaf rule reads. Without it, or when
+  /// never given, the page counts as a root. A no-op without an order.
+  void set_lineage(PageId page, const PositionalLineageHash& plh) noexcept;
   /// Private: freed now. Cached: one reference less; at zero refs and pins the
   /// copy joins the LRU tail.
   void release(PageId page);
@@ -103,7 +114,8 @@ class NativeBlockPool {
   /// copies − inactive + reserved.
   std::size_t active_blocks() const noexcept { return copies_ - inactive_len_ + reserved_; }
   bool is_cached_page(PageId page) const;
-  /// The LRU from head (next victim) to tail.
+  /// The LRU from head (next victim) to tail; with an inactive order, its
+  /// redundant duplicates only (the order itself is the policy's).
   std::vector<PageId> inactive_order() const;
   /// Bytes of bookkeeping this pool holds (page table + hash index).
   std::size_t metadata_bytes() const noexcept;
@@ -135,7 +147,8 @@ class NativeBlockPool {
     std::uint32_t next = kNoPage;
     std::uint32_t dup_next = kNoPage;  // next copy of the same hash (FIFO order)
     PageState state = PageState::Free;
-    bool in_lru = false;
+    bool in_lru = false;    // inactive: in the LRU, or (in_order) in the inactive order
+    bool in_order = false;  // in the inactive order, not the LRU
   };
   static_assert(sizeof(PageEntry) == 32, "the per-page budget (docs/performance.md) counts on 32 bytes");
   /// The hash index stores page ids; a page's key is its cached hash.
@@ -149,6 +162,11 @@ class NativeBlockPool {
   const PageEntry& entry(PageId page) const;
   void lru_push_tail(std::uint32_t page) noexcept;
   void lru_unlink(std::uint32_t page) noexcept;
+  /// Unlinks the next victim: the LRU's head, or with an inactive order the
+  /// LRU's redundant copies first, then the order's choice.
+  std::uint32_t take_victim();
+  /// Frees an unlinked victim; its hash when that was the hash's last copy.
+  std::optional<SequenceHash> drop_victim(std::uint32_t page) noexcept;
   void free_page(std::uint32_t page) noexcept;
   std::uint32_t take_free_page() noexcept;
   void unpin(std::uint32_t page) noexcept;
@@ -170,6 +188,8 @@ class NativeBlockPool {
   std::size_t private_copies_ = 0;
   std::uint32_t quarantined_ = 0;  // counted in copies_: not free, not in the LRU
   bool quarantine_ = false;
+  std::unique_ptr<EvictionPolicy> order_;       // null: vLLM's LRU alone
+  std::vector<PositionalLineageHash> lineage_;  // with an order: each cached page's
 };
 
 }  // namespace kvtier::g1

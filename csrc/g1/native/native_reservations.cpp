@@ -90,6 +90,9 @@ void NativeBackend::activate_destination(std::uint64_t reservation) {
     } else {
       const auto [cached_page, became_visible] = pool_.allocate_cached(d.reservation, block.hash());
       page = cached_page;
+      if (i <= PositionalLineageHash::kMaxPosition) {
+        pool_.set_lineage(page, PositionalLineageHash(block.hash(), prompt.parent(i), i));
+      }
       meta.has_local = !prompt.local_hashes.empty();
       meta.local = prompt.local(i).value();
       const std::span<const TokenId> ids =

@@ -14,8 +14,8 @@
 namespace kvtier::g1 {
 
 NativeBackend::NativeBackend(std::uint32_t capacity, std::uint32_t block_size, bool enable_prefix_caching,
-                             KvEventPublisher& publisher)
-    : TabledBackend(block_size, publisher), caching_(enable_prefix_caching), pool_(capacity) {}
+                             KvEventPublisher& publisher, std::optional<EvictionBackend> order)
+    : TabledBackend(block_size, publisher), caching_(enable_prefix_caching), pool_(capacity, order) {}
 
 void NativeBackend::validate_use(OwnerId owner, const UseSignal& signal, std::size_t reusable) const {
   detail::check_use_shape(signal);
@@ -129,6 +129,7 @@ void NativeBackend::promote(OwnerId owner, const PromoteSignal& signal) {
   live_partials_.erase(signal.uuid);
   if (!caching_) return;
   const bool first_copy = pool_.cache_private(owned.pages.back(), signal.hash);
+  pool_.set_lineage(owned.pages.back(), signal.plh);
   if (tier_ != nullptr) {
     remember_for_tier(owned.pages.back(), TieredBlock{.plh = native_tier_key(signal.hash),
                                                       .hash = signal.hash,
@@ -159,6 +160,9 @@ void NativeBackend::finalize_computed_prefix(OwnerId owner, std::size_t before, 
     meta.pending_store = false;
     const SequenceHash hash = owned.blocks[position].hash();
     const bool first_copy = pool_.cache_private(owned.pages[position], hash);
+    if (position <= PositionalLineageHash::kMaxPosition) {
+      pool_.set_lineage(owned.pages[position], PositionalLineageHash(hash, meta.parent(), position));
+    }
     const std::span<const TokenId> ids = owned.token_ids_at(position, block_size_);
     if (tier_ != nullptr) {
       remember_for_tier(owned.pages[position],

@@ -27,6 +27,10 @@ struct G1ManagerConfig {
   bool enable_prefix_caching = true;
   /// KVBM only: how the inactive pool picks victims.
   EvictionBackend eviction = EvictionBackend::Lineage;
+  /// Native only, one group: an inactive order of kvtier's (lru2, lfu_da, arc,
+  /// s3fifo, adaptive: docs/policies.md) instead of vLLM's LRU (nullopt, the
+  /// spec's). ConfigError on KVBM, with groups, or for KVBM's own orders.
+  std::optional<EvictionBackend> native_eviction{};
   /// KV cache groups (../shared/spec/model-geometry.md). Empty: one
   /// full-attention group, today's manager. Native only: more than one group,
   /// or another kind, is a ConfigError on KVBM (Dynamo's KVBM has no hybrid support).

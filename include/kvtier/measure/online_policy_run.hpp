@@ -3,6 +3,7 @@
 // (not a simulation of them), fed a prefix-tree trace one request at a time
 // with the hit-rate definition of offline_policies.hpp.
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,12 +20,15 @@ namespace kvtier::measure {
 struct OnlinePolicy {
   std::string name;
   g1::G1Backend backend = g1::G1Backend::Native;
-  g1::EvictionBackend eviction = g1::EvictionBackend::Lineage;  // KVBM only
+  g1::EvictionBackend eviction = g1::EvictionBackend::Lineage;  // KVBM's pool
+  std::optional<g1::EvictionBackend> native_eviction{};         // the native pool's; nullopt: vLLM's LRU
 };
 
 /// Every online policy kvtier has: "lru" (the native backend's vLLM order,
-/// the default), KVBM's "kvbm_lineage", "kvbm_lru", "kvbm_multi_lru", and the
-/// policies of docs/policies.md under their own names.
+/// the default), the orders of docs/policies.md on the native backend under
+/// their own names ("lru2", "lfu_da", "arc", "s3fifo", "adaptive"), and the
+/// KVBM backend's pools as "kvbm_<order>" (Dynamo's lineage, lru, multi_lru
+/// and the same five).
 std::vector<OnlinePolicy> online_policies();
 /// The policy of that name; ConfigError naming the known ones otherwise.
 OnlinePolicy online_policy(const std::string& name);
