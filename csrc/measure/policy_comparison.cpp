@@ -73,4 +73,38 @@ std::vector<PolicyRow> compare_policies(const PrefixTreeTrace& trace, const std:
   return rows;
 }
 
+std::vector<PolicyRow> compare_policies_in_stack(const std::vector<replay::TraceRequest>& requests,
+                                                 const std::vector<std::string>& capacities,
+                                                 const std::vector<OnlinePolicy>& policies, const PolicyStack& stack) {
+  const PrefixTreeTrace trace = prefix_tree_trace(requests);
+  std::vector<std::size_t> blocks;
+  for (const std::string& capacity : capacities) blocks.push_back(parse_capacity(capacity, trace.unique_blocks()));
+  const std::size_t below = std::size_t{stack.host_blocks} + stack.disk_blocks;
+  std::vector<PolicyRow> rows;
+  for (std::size_t c = 0; c < capacities.size(); ++c) {
+    const std::string& name = capacities[c];
+    const std::size_t size = blocks[c];
+    rows.push_back(timed_row("bound", "offline", name, size, [&] { return belady_bound(trace, size); }));
+    const std::size_t stack_row = rows.size();
+    rows.push_back(timed_row("bound_stack", "offline", name, size, [&] { return belady_bound(trace, size + below); }));
+    rows.push_back(timed_row("ceiling", "offline", name, size, [&] { return unbounded_ceiling(trace); }));
+    rows.push_back(timed_row("fifo", "offline", name, size, [&] { return fifo_floor(trace, size); }));
+    for (const OnlinePolicy& policy : policies) {
+      const char* backend = policy.backend == g1::G1Backend::Native ? "native" : "kvbm";
+      StackHits tiers;
+      PolicyRow row = timed_row(policy.name, backend, name, size, [&] {
+        tiers = run_policy_in_stack(requests, policy, size, stack);
+        return PolicyHits{.hits = tiers.hits(), .prompt_blocks = trace.prompt_blocks()};
+      });
+      row.stack = tiers;
+      rows.push_back(std::move(row));
+    }
+    const double bound = static_cast<double>(rows[stack_row].hits.hits);
+    for (std::size_t r = stack_row - 1; r < rows.size(); ++r) {  // of the stack's bound, G1's own included
+      rows[r].fraction_of_bound = bound == 0.0 ? 1.0 : static_cast<double>(rows[r].hits.hits) / bound;
+    }
+  }
+  return rows;
+}
+
 }  // namespace kvtier::measure

@@ -172,5 +172,30 @@ TEST(PolicyComparison, RowsGiveEachPolicyBesideTheBoundOfItsCapacity) {
   EXPECT_THROW(online_policy("belady"), ConfigError);
 }
 
+TEST(PolicyComparison, OverATierStackEveryTierCountsAndTheStacksBoundRules) {
+  if (!std::filesystem::exists(KVTIER_SHARED_TRACE)) GTEST_SKIP() << "no trace at " << KVTIER_SHARED_TRACE;
+  const auto requests = replay::read_trace_file(KVTIER_SHARED_TRACE, 120);
+  const auto scratch = std::filesystem::temp_directory_path() / "kvtier-policy-stack-test";
+  const PolicyStack stack{.host_blocks = 200, .disk_blocks = 400, .disk_dir = scratch};
+  const auto rows =
+      compare_policies_in_stack(requests, {"300"}, {online_policy("lru"), online_policy("kvbm_arc")}, stack);
+  ASSERT_EQ(rows.size(), 6U);
+  EXPECT_EQ(rows[1].policy, "bound_stack");
+  const PrefixTreeTrace trace = prefix_tree_trace(requests);
+  EXPECT_EQ(rows[1].hits.hits, belady_bound(trace, 300 + 200 + 400).hits);
+  for (std::size_t r = 4; r < rows.size(); ++r) {
+    ASSERT_TRUE(rows[r].stack.has_value()) << rows[r].policy;
+    const StackHits& tiers = *rows[r].stack;
+    EXPECT_EQ(rows[r].hits.hits, tiers.g1 + tiers.g2 + tiers.g3);
+    EXPECT_LE(rows[r].hits.hits, rows[1].hits.hits) << rows[r].policy;  // never above the stack's bound
+    EXPECT_GT(tiers.g2_bytes_written, 0U);
+    EXPECT_GT(tiers.g3_bytes_written, 0U);
+    EXPECT_EQ(tiers.mismatches, 0U);
+  }
+  EXPECT_FALSE(rows[0].stack.has_value());
+  EXPECT_THROW(compare_policies_in_stack(requests, {"300"}, {online_policy("lru")}, PolicyStack{}), ConfigError);
+  std::filesystem::remove_all(scratch);
+}
+
 }  // namespace
 }  // namespace kvtier::measure
