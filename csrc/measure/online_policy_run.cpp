@@ -5,19 +5,9 @@
 
 #include "kvtier/core/errors.hpp"
 #include "kvtier/core/move_block.hpp"
+#include "kvtier/replay/trace.hpp"
 
 namespace kvtier::measure {
-namespace {
-
-/// Token t of trace block id h: any pure function of (h, t) gives equal ids equal tokens.
-TokenId synthetic_token(std::uint64_t id, std::size_t t) {
-  std::uint64_t x = id * 0x100000001B3ULL + t + 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return static_cast<TokenId>(x ^ (x >> 31));
-}
-
-}  // namespace
 
 std::vector<OnlinePolicy> online_policies() {
   using g1::EvictionBackend;
@@ -52,10 +42,14 @@ TraceBlocks trace_blocks(const PrefixTreeTrace& trace, std::uint32_t block_token
   out.block.reserve(n);
   out.local.reserve(n);
   out.plh.reserve(n);
-  std::vector<TokenId> tokens(block_tokens);
+  if (block_tokens < 2 || block_tokens > replay::kTraceBlockTokens) {
+    throw ConfigError("a trace block holds 2 to 512 tokens, not " + std::to_string(block_tokens));
+  }
   BlockHashes hashes[1];
   for (std::size_t b = 0; b < n; ++b) {  // dense ids are numbered parent first
-    for (std::size_t t = 0; t < block_tokens; ++t) tokens[t] = synthetic_token(trace.hash_id[b], t);
+    // The replay's own tokens of this id: equal blocks, equal hashes, in either.
+    const std::vector<TokenId> tokens = replay::synthesize_prompt(replay::TraceRequest{
+        .timestamp_ms = 0.0, .input_length = block_tokens, .output_length = 0, .hash_ids = {trace.hash_id[b]}});
     const std::uint32_t parent = trace.parent[b];
     const std::optional<SequenceHash> parent_hash =
         parent == kNoParentBlock ? std::nullopt : std::optional<SequenceHash>(out.block[parent].hash());

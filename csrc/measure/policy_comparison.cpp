@@ -3,6 +3,7 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <string>
 
 #include "kvtier/core/errors.hpp"
@@ -23,6 +24,32 @@ PolicyRow timed_row(std::string policy, std::string backend, const std::string& 
                    .hits = hits,
                    .fraction_of_bound = 0.0,
                    .seconds = std::chrono::duration<double>(Clock::now() - t0).count()};
+}
+
+/// The offline rows of one capacity: the bound at G1's size, at the stack's
+/// when it is larger ("bound_stack"), the ceiling and FIFO.
+void add_offline_rows(std::vector<PolicyRow>& rows, const PrefixTreeTrace& trace, const std::string& name,
+                      std::size_t size, std::optional<std::size_t> stack_size) {
+  rows.push_back(timed_row("bound", "offline", name, size, [&] { return belady_bound(trace, size); }));
+  if (stack_size) {
+    rows.push_back(timed_row("bound_stack", "offline", name, size, [&] { return belady_bound(trace, *stack_size); }));
+  }
+  rows.push_back(timed_row("ceiling", "offline", name, size, [&] { return unbounded_ceiling(trace); }));
+  rows.push_back(timed_row("fifo", "offline", name, size, [&] { return fifo_floor(trace, size); }));
+}
+
+/// Every row from `first` on as a fraction of the bound row `bound` (1 when it has no hits).
+void set_fractions(std::vector<PolicyRow>& rows, std::size_t first, std::size_t bound) {
+  const double best = static_cast<double>(rows[bound].hits.hits);
+  for (std::size_t r = first; r < rows.size(); ++r) {
+    rows[r].fraction_of_bound = best == 0.0 ? 1.0 : static_cast<double>(rows[r].hits.hits) / best;
+  }
+}
+
+std::vector<std::size_t> parse_capacities(const std::vector<std::string>& capacities, std::size_t unique_blocks) {
+  std::vector<std::size_t> blocks;  // every capacity parsed before anything runs
+  for (const std::string& capacity : capacities) blocks.push_back(parse_capacity(capacity, unique_blocks));
+  return blocks;
 }
 
 }  // namespace
@@ -49,26 +76,20 @@ std::size_t parse_capacity(std::string_view text, std::size_t unique_blocks) {
 
 std::vector<PolicyRow> compare_policies(const PrefixTreeTrace& trace, const std::vector<std::string>& capacities,
                                         const std::vector<OnlinePolicy>& policies) {
-  std::vector<std::size_t> blocks;  // every capacity parsed before anything runs
-  for (const std::string& capacity : capacities) blocks.push_back(parse_capacity(capacity, trace.unique_blocks()));
+  const std::vector<std::size_t> blocks = parse_capacities(capacities, trace.unique_blocks());
   const TraceBlocks hashed = trace_blocks(trace);
   std::vector<PolicyRow> rows;
   for (std::size_t c = 0; c < capacities.size(); ++c) {
     const std::size_t first = rows.size();
     const std::string& name = capacities[c];
     const std::size_t size = blocks[c];
-    rows.push_back(timed_row("bound", "offline", name, size, [&] { return belady_bound(trace, size); }));
-    rows.push_back(timed_row("ceiling", "offline", name, size, [&] { return unbounded_ceiling(trace); }));
-    rows.push_back(timed_row("fifo", "offline", name, size, [&] { return fifo_floor(trace, size); }));
+    add_offline_rows(rows, trace, name, size, std::nullopt);
     for (const OnlinePolicy& policy : policies) {
       const char* backend = policy.backend == g1::G1Backend::Native ? "native" : "kvbm";
       rows.push_back(
           timed_row(policy.name, backend, name, size, [&] { return run_online_policy(trace, hashed, policy, size); }));
     }
-    const double bound = static_cast<double>(rows[first].hits.hits);
-    for (std::size_t r = first; r < rows.size(); ++r) {
-      rows[r].fraction_of_bound = bound == 0.0 ? 1.0 : static_cast<double>(rows[r].hits.hits) / bound;
-    }
+    set_fractions(rows, first, first);
   }
   return rows;
 }
@@ -77,18 +98,14 @@ std::vector<PolicyRow> compare_policies_in_stack(const std::vector<replay::Trace
                                                  const std::vector<std::string>& capacities,
                                                  const std::vector<OnlinePolicy>& policies, const PolicyStack& stack) {
   const PrefixTreeTrace trace = prefix_tree_trace(requests);
-  std::vector<std::size_t> blocks;
-  for (const std::string& capacity : capacities) blocks.push_back(parse_capacity(capacity, trace.unique_blocks()));
+  const std::vector<std::size_t> blocks = parse_capacities(capacities, trace.unique_blocks());
   const std::size_t below = std::size_t{stack.host_blocks} + stack.disk_blocks;
   std::vector<PolicyRow> rows;
   for (std::size_t c = 0; c < capacities.size(); ++c) {
+    const std::size_t first = rows.size();
     const std::string& name = capacities[c];
     const std::size_t size = blocks[c];
-    rows.push_back(timed_row("bound", "offline", name, size, [&] { return belady_bound(trace, size); }));
-    const std::size_t stack_row = rows.size();
-    rows.push_back(timed_row("bound_stack", "offline", name, size, [&] { return belady_bound(trace, size + below); }));
-    rows.push_back(timed_row("ceiling", "offline", name, size, [&] { return unbounded_ceiling(trace); }));
-    rows.push_back(timed_row("fifo", "offline", name, size, [&] { return fifo_floor(trace, size); }));
+    add_offline_rows(rows, trace, name, size, size + below);
     for (const OnlinePolicy& policy : policies) {
       const char* backend = policy.backend == g1::G1Backend::Native ? "native" : "kvbm";
       StackHits tiers;
@@ -99,10 +116,7 @@ std::vector<PolicyRow> compare_policies_in_stack(const std::vector<replay::Trace
       row.stack = tiers;
       rows.push_back(std::move(row));
     }
-    const double bound = static_cast<double>(rows[stack_row].hits.hits);
-    for (std::size_t r = stack_row - 1; r < rows.size(); ++r) {  // of the stack's bound, G1's own included
-      rows[r].fraction_of_bound = bound == 0.0 ? 1.0 : static_cast<double>(rows[r].hits.hits) / bound;
-    }
+    set_fractions(rows, first, first + 1);  // of the stack's bound, G1's own included
   }
   return rows;
 }

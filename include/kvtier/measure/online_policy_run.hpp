@@ -34,9 +34,9 @@ std::vector<OnlinePolicy> online_policies();
 OnlinePolicy online_policy(const std::string& name);
 
 /// The trace's blocks as a manager sees them: each dense block one full block
-/// of `block_tokens` synthetic tokens (the trace's ids, 512 tokens for
-/// Mooncake; the partial last block counts as one), hashed and chained as
-/// requests are.
+/// of the first `block_tokens` (2..512) of the tokens the replay synthesises
+/// for its id (the partial last block counts as one), hashed and chained as
+/// requests are. ConfigError for another block size.
 struct TraceBlocks {
   std::uint32_t block_tokens = 0;
   std::vector<UniqueBlock> block;
