@@ -195,10 +195,10 @@ int run_disk(const DiskOptions& o) {
                       {"direct_io", p.direct_io},
                       {"write_GBps", p.write_gbps},
                       {"ceiling_write_GBps", p.ceiling_write_gbps},
-                      {"write_of_ceiling", p.write_of_ceiling()},
+                      {"write_of_ceiling", p.write_of_ceiling},
                       {"read_GBps", p.read_gbps},
                       {"ceiling_read_GBps", p.ceiling_read_gbps},
-                      {"read_of_ceiling", p.read_of_ceiling()},
+                      {"read_of_ceiling", p.read_of_ceiling},
                       {"keyed_write_GBps", p.keyed_write_gbps},
                       {"keyed_write_of_unkeyed", p.keyed_write_of_unkeyed()},
                       {"keyed_read_GBps", p.keyed_read_gbps},
@@ -210,7 +210,10 @@ int run_disk(const DiskOptions& o) {
   std::cout << "kvtier bench disk: " << dir.string()
             << (rows.front()["direct_io"].get<bool>() ? " (O_DIRECT)" : " (buffered: the file system refuses O_DIRECT)")
             << "; ceiling: one sequential 8 MiB-request write, then read, of the same bytes; keyed: the store "
-               "under a tier key (HMAC-SHA256 of every record)\n";
+               "under a tier key (HMAC-SHA256 of every record); ratios: medians of each iteration's ratio\n"
+            << "targets: write >= " << measure::DiskPoint::kWriteTarget
+            << " and read >= " << measure::DiskPoint::kReadTarget
+            << " of the ceiling at 64 KiB pages, queue depth 32 and up\n";
   write_outputs(rows, o.json, o.csv);
   return 0;
 }

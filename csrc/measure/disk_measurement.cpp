@@ -120,7 +120,8 @@ DiskPoint measure_disk(const std::filesystem::path& dir, std::size_t page_bytes,
                   .iterations = iterations};
   // The ceiling's bytes round up to its 4 KiB-aligned requests.
   const std::size_t payload_bytes = (point.blocks * page_bytes + 4095) / 4096 * 4096;
-  std::vector<double> writes, reads, keyed_writes, keyed_reads, ceiling_writes, ceiling_reads;
+  std::vector<double> writes, reads, keyed_writes, keyed_reads, ceiling_writes, ceiling_reads, write_ratios,
+      read_ratios;
   {
     const auto open = [&](const std::filesystem::path& file, std::optional<tiers::TierKey> key) {
       return std::make_unique<tiers::disk::DiskStore>(
@@ -151,6 +152,8 @@ DiskPoint measure_disk(const std::filesystem::path& dir, std::size_t page_bytes,
       const auto [cw, cr] = time_ceiling(ceiling_file, payload_bytes);
       ceiling_writes.push_back(detail::gbps(static_cast<double>(payload_bytes), cw));
       ceiling_reads.push_back(detail::gbps(static_cast<double>(payload_bytes), cr));
+      write_ratios.push_back(writes.back() / ceiling_writes.back());
+      read_ratios.push_back(reads.back() / ceiling_reads.back());
     }
   }
   std::filesystem::remove(store_file);
@@ -162,6 +165,8 @@ DiskPoint measure_disk(const std::filesystem::path& dir, std::size_t page_bytes,
   point.keyed_read_gbps = median(keyed_reads);
   point.ceiling_write_gbps = median(ceiling_writes);
   point.ceiling_read_gbps = median(ceiling_reads);
+  point.write_of_ceiling = median(write_ratios);
+  point.read_of_ceiling = median(read_ratios);
   return point;
 }
 

@@ -161,6 +161,72 @@ TEST_F(DiskStoreTest, ADamagedSlotIsNeverServedAndIsDropped) {
   (void)store.poll(true);  // the dropped slot's header is zeroed before the store closes
 }
 
+// A slot is written in one I/O; a power loss may tear it at any 4 KiB
+// sector, front sectors first or back sectors first. Every tear of block 2's
+// record over block 1's leaves a slot whose first read either serves the
+// block its header names, byte for byte, or fails, drops it and zeroes its
+// header, so the next restart no longer finds it.
+TEST_F(DiskStoreTest, AWriteTornAtAnySectorIsNeverServed) {
+  const std::filesystem::path other = dir_ / "other";
+  std::filesystem::create_directories(other);
+  // A page of several sectors (16 KiB): a slot of five.
+  const KvLayout wide(
+      KvGeometry{.layers = 2, .kv_heads = 2, .head_dim = 64, .dtype = KvDtype::Bf16, .tokens_per_block = 16},
+      PageLayout::PageMajor, 8);
+  std::uint64_t slot_bytes = 0;
+  std::uint64_t offset = 0;
+  {
+    DiskStore old_record(config(2), wide);
+    put(old_record, 1, 1);
+    DiskStoreConfig c = config(2);
+    c.file = other / "g3.slots";
+    DiskStore new_record(c, wide);
+    put(new_record, 2, 2);
+    slot_bytes = old_record.geometry().slot_bytes;
+    offset = old_record.geometry().offset(0);
+  }
+  const auto read_slot = [&](const std::filesystem::path& file) {
+    std::vector<std::byte> bytes(slot_bytes);
+    const int fd = ::open(file.c_str(), O_RDONLY);
+    EXPECT_GE(fd, 0);
+    EXPECT_EQ(::pread(fd, bytes.data(), bytes.size(), static_cast<off_t>(offset)), static_cast<ssize_t>(slot_bytes));
+    ::close(fd);
+    return bytes;
+  };
+  const std::vector<std::byte> old_bytes = read_slot(dir_ / "g3.slots");
+  const std::vector<std::byte> new_bytes = read_slot(other / "g3.slots");
+  const std::size_t sectors = slot_bytes / 4096;
+  ASSERT_GE(sectors, 4U);
+  int torn = 0;
+  for (const bool front_first : {true, false}) {
+    for (std::size_t written = 1; written < sectors; ++written) {
+      std::vector<std::byte> slot = old_bytes;
+      const std::size_t from = front_first ? 0 : sectors - written;
+      std::copy_n(new_bytes.begin() + static_cast<std::ptrdiff_t>(from * 4096), written * 4096,
+                  slot.begin() + static_cast<std::ptrdiff_t>(from * 4096));
+      const int fd = ::open((dir_ / "g3.slots").c_str(), O_WRONLY);
+      ASSERT_GE(fd, 0);
+      ASSERT_EQ(::pwrite(fd, slot.data(), slot.size(), static_cast<off_t>(offset)), static_cast<ssize_t>(slot_bytes));
+      ::close(fd);
+      {
+        DiskStore store(config(2), wide);
+        ASSERT_EQ(store.recovered().resident.size(), 1U) << "the header of either record is whole";
+        const std::uint64_t n = store.recovered().resident[0].meta.block.hash.value() / 100;
+        EXPECT_EQ(n, front_first ? 2U : 1U);
+        LowerTierProgress progress;
+        EXPECT_FALSE(read_back(store, n, &progress)) << "a torn slot served block " << n;
+        EXPECT_EQ(progress.dropped.size(), 1U);
+        EXPECT_EQ(store.stats().checksum_failures, 1U);
+        (void)store.poll(true);
+      }
+      DiskStore again(config(2), wide);
+      EXPECT_EQ(again.recovered().resident.size(), 0U) << "a dropped slot was found again";
+      ++torn;
+    }
+  }
+  EXPECT_EQ(torn, 2 * static_cast<int>(sectors - 1));
+}
+
 TEST_F(DiskStoreTest, AnotherLayoutIsRefusedUnlessReformatted) {
   {
     DiskStore store(config(4), layout(PageLayout::PageMajor));

@@ -69,12 +69,8 @@ void DiskStore::pump() {
                             offset, tag);
     } else {
       const std::span<std::byte> slot(buffer(op.buffer), geometry_.slot_bytes);
-      queued = op.phase == Phase::Read
-                   ? queue_.read(file_.fd(), slot, offset, tag)
-                   : queue_.write_linked(
-                         file_.fd(), slot, offset, tag,
-                         std::span<const std::byte>(buffer(op.buffer) + geometry_.slot_bytes, geometry_.header_bytes),
-                         offset, op.header);
+      queued = op.phase == Phase::Read ? queue_.read(file_.fd(), slot, offset, tag)
+                                       : queue_.write(file_.fd(), slot, offset, tag);
     }
     KVTIER_ASSERT(queued, "the I/O queue refused an operation it had room for");
   }
@@ -200,25 +196,19 @@ LowerTier::WriteStart DiskStore::write(const g1::TieredBlock& block, std::span<c
   }
   const std::uint32_t b = free_buffers_.back();
   free_buffers_.pop_back();
-  // Phase one: the payload, behind a zeroed header region (the old record is gone first).
+  // The whole slot in one I/O: the header, which vouches for the payload by
+  // its checksum, then the payload and the padding to the slot's end.
   const std::span<std::byte> bytes(buffer(b), geometry_.slot_bytes);
-  std::fill(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(geometry_.header_bytes), std::byte{0});
   std::memcpy(bytes.data() + geometry_.header_bytes, payload.data(), payload.size());
   std::fill(bytes.begin() + static_cast<std::ptrdiff_t>(geometry_.header_bytes + payload.size()), bytes.end(),
             std::byte{0});
-  // Phase two, linked behind it: the header that makes the slot a record.
-  write_record_header(std::span<std::byte>(buffer(b) + geometry_.slot_bytes, geometry_.header_bytes), block, formats_,
-                      next_generation_++, payload, key());
+  write_record_header(bytes.first(geometry_.header_bytes), block, formats_, next_generation_++, payload, key());
   Slot& s = slots_[slot];
   s.state = State::Writing;
-  s.writes_pending = 2;
   blocks_.insert_or_assign(slot, block);
   index_.emplace(block.plh, slot);
   const std::uint64_t tag = next_tag_++;
-  const std::uint64_t header = next_tag_++;
-  operations_.emplace(tag, Operation{.phase = Phase::Payload, .slot = slot, .buffer = b, .header = header});
-  operations_.emplace(header, Operation{.phase = Phase::Header, .slot = slot, .buffer = b});
-  write_clock_.start();  // the header's; issue starts the payload's
+  operations_.emplace(tag, Operation{.phase = Phase::Write, .slot = slot, .buffer = b});
   issue(tag);
   return WriteStart::Started;
 }
@@ -256,8 +246,8 @@ void DiskStore::inject_faults(const DiskFaults& faults) {
 
 std::int64_t DiskStore::faulted(Phase phase, const Slot& slot, std::int64_t result) {
   const auto due = [](std::uint64_t& countdown) { return countdown != 0 && --countdown == 0; };
-  if (phase == Phase::Payload && due(faults_.fail_write)) return -faults_.write_errno;
-  if (phase == Phase::Payload && !slot.backed && faults_.room_for_new_slots) {
+  if (phase == Phase::Write && due(faults_.fail_write)) return -faults_.write_errno;
+  if (phase == Phase::Write && !slot.backed && faults_.room_for_new_slots) {
     if (*faults_.room_for_new_slots == 0) return -ENOSPC;
     --*faults_.room_for_new_slots;
   }
@@ -286,15 +276,14 @@ void DiskStore::finish(const IoQueue::Completion& real, LowerTierProgress& progr
     return;
   }
   if (op.phase != Phase::Read) {
-    const std::size_t whole = op.phase == Phase::Payload ? geometry_.slot_bytes : geometry_.header_bytes;
-    if (completion.result != static_cast<std::int64_t>(whole)) s.write_failed = true;  // ENOSPC, EIO, short, cancelled
+    if (completion.result != static_cast<std::int64_t>(geometry_.slot_bytes))
+      s.write_failed = true;  // ENOSPC, EIO, short
     if (completion.result == -ENOSPC) s.no_space = true;
-    if (--s.writes_pending > 0) return;
     free_buffers_.push_back(op.buffer);
     if (s.write_failed) {
       ++stats_.write_failures;
       if (s.no_space) note_disk_full();
-      free_slot(op.slot);  // its header region may hold anything but a valid header for other bytes
+      free_slot(op.slot);  // what reached the disk fails its check at a read: never served
       return;
     }
     if (disk_full_ && !s.backed) {  // a probe succeeded: the file system has room again

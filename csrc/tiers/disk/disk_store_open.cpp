@@ -117,7 +117,7 @@ DiskStore::DiskStore(const DiskStoreConfig& config, const KvLayout& layout)
       queue_(config.queue_depth) {
   // Memory first: nothing on disk changes for a tier this machine cannot hold.
   const std::size_t buffers = std::size_t{queue_.depth()} + config.backlog;
-  memory::check_host_allocation(buffers * buffer_bytes(), "the disk tier's I/O buffers");
+  memory::check_host_allocation(buffers * geometry_.slot_bytes, "the disk tier's I/O buffers");
   // The index at full capacity: a slot record, the block (hashes, token ids) and two hash map entries.
   const std::size_t per_block = sizeof(Slot) + sizeof(g1::TieredBlock) +
                                 layout.geometry().tokens_per_block * sizeof(TokenId) + 4 * sizeof(void*) * 4;
@@ -132,7 +132,7 @@ DiskStore::DiskStore(const DiskStoreConfig& config, const KvLayout& layout)
   }
   file_ = DirectFile(*directory_, config.file.filename().string(), DirectFile::Mode::ReadWrite);
   open_file(config, layout);
-  buffers_.reset(static_cast<std::byte*>(std::aligned_alloc(kRecordAlignment, buffers * buffer_bytes())));
+  buffers_.reset(static_cast<std::byte*>(std::aligned_alloc(kRecordAlignment, buffers * geometry_.slot_bytes)));
   if (!buffers_) throw AllocationError("cannot allocate the disk tier's I/O buffers");
   zeroed_header_.reset(static_cast<std::byte*>(std::aligned_alloc(kRecordAlignment, geometry_.header_bytes)));
   if (!zeroed_header_) throw AllocationError("cannot allocate the disk tier's I/O buffers");

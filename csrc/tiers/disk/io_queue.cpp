@@ -48,22 +48,6 @@ bool IoQueue::write(int fd, std::span<const std::byte> from, std::uint64_t offse
   return true;
 }
 
-bool IoQueue::write_linked(int fd, std::span<const std::byte> first, std::uint64_t first_offset,
-                           std::uint64_t first_tag, std::span<const std::byte> second, std::uint64_t second_offset,
-                           std::uint64_t second_tag) {
-  if (full()) return false;
-  io_uring_sqe* head = io_uring_get_sqe(&ring_->ring);
-  io_uring_sqe* tail = io_uring_get_sqe(&ring_->ring);
-  KVTIER_ASSERT(head != nullptr && tail != nullptr, "the submission ring is full below the queue depth");
-  io_uring_prep_write(head, fd, first.data(), static_cast<unsigned>(first.size()), first_offset);
-  io_uring_sqe_set_data64(head, first_tag);
-  head->flags |= IOSQE_IO_LINK;
-  io_uring_prep_write(tail, fd, second.data(), static_cast<unsigned>(second.size()), second_offset);
-  io_uring_sqe_set_data64(tail, second_tag);
-  queued_ += 2;
-  return true;
-}
-
 void IoQueue::submit() {
   if (queued_ == 0) return;
   const int status = io_uring_submit(&ring_->ring);

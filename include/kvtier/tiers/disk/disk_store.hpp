@@ -9,11 +9,14 @@
 //   Writing -> Resident (the write completed) | Free (it failed)
 //   Resident -> Invalidating (a read did not verify: its header is zeroed,
 //     so a restart cannot find it again) -> Free
-// A write is two ordered writes, linked in the I/O queue: the payload with a
-// zeroed header region, then, once that completed whole, the header (the
-// kernel starts the second only after the first). A process killed at any point
-// leaves each slot as its old record, as no record, or as a header whose
-// checksum fails — never a header that vouches for bytes not on disk.
+// A write is one I/O of the whole slot: the record's header, which holds the
+// payload's XXH3 (and, with a key, its MAC), then the payload. A record counts
+// only when its payload matches the header, and every read checks that before
+// a byte is copied out: a write torn anywhere (a process killed mid-write, a
+// power loss) leaves a slot that is either its old record whole, its new one
+// whole, or one whose check fails at its first read, which drops it and
+// zeroes its header. The restart's scan reads headers only; the payload
+// behind each is checked when it is first read, as every read is.
 //   Resident -> pinned while reads use it; evictable (LRU) when not
 // Memory grows with the slots used, not with the capacity; a full file
 // system (ENOSPC) turns into eviction: slots that never held a block are
@@ -72,7 +75,7 @@ struct DiskStoreConfig {
 /// completes from now (1 = the next; 0 = none) reports the given failure
 /// instead of its real result, as the kernel would.
 struct DiskFaults {
-  std::uint64_t fail_write = 0;  // a block's payload write fails with write_errno
+  std::uint64_t fail_write = 0;  // a block's write fails with write_errno
   int write_errno = ENOSPC;      // a full disk
   std::uint64_t fail_read = 0;   // a block read fails with EIO
   std::uint64_t short_read = 0;  // a block read comes back with half its bytes
@@ -146,20 +149,18 @@ class DiskStore final : public LowerTier {
   /// Small on purpose: one per slot used (the block itself is in blocks_).
   struct Slot {
     State state = State::Free;
-    bool bad = false;                 // a read of it did not verify: dropped when its last read ends
-    bool write_failed = false;        // its payload or header write failed or was short
-    bool no_space = false;            // ... with ENOSPC
-    bool backed = false;              // it held a block once: the file system has its bytes
-    std::uint8_t writes_pending = 0;  // its payload and header writes not yet completed
+    bool bad = false;           // a read of it did not verify: dropped when its last read ends
+    bool write_failed = false;  // its write failed or was short
+    bool no_space = false;      // ... with ENOSPC
+    bool backed = false;        // it held a block once: the file system has its bytes
     std::uint32_t pins = 0;
     std::list<std::uint32_t>::iterator lru;  // valid while Resident and unpinned
   };
-  enum class Phase : std::uint8_t { Payload, Header, Read, Invalidate };
+  enum class Phase : std::uint8_t { Write, Read, Invalidate };
   struct Operation {
-    Phase phase = Phase::Payload;
+    Phase phase = Phase::Write;
     std::uint32_t slot = 0;
     std::uint32_t buffer = 0;
-    std::uint64_t header = 0;   // a payload write's linked header write
     std::uint64_t read = 0;     // the read it belongs to
     std::size_t position = 0;   // its block's position in that read
     std::byte* page = nullptr;  // where a read's payload goes
@@ -177,10 +178,8 @@ class DiskStore final : public LowerTier {
     void stop();
   };
 
-  /// A buffer: the slot's bytes as written (a zeroed header region, the
-  /// payload), then the header its linked second write puts in place.
-  std::size_t buffer_bytes() const noexcept { return geometry_.slot_bytes + geometry_.header_bytes; }
-  std::byte* buffer(std::uint32_t b) const noexcept { return buffers_.get() + std::size_t{b} * buffer_bytes(); }
+  /// A buffer: one slot's bytes, as written or read.
+  std::byte* buffer(std::uint32_t b) const noexcept { return buffers_.get() + std::size_t{b} * geometry_.slot_bytes; }
   /// Recovers what the file holds (disk_store_open.cpp).
   void open_file(const DiskStoreConfig& config, const KvLayout& layout);
   void make_evictable(std::uint32_t slot);

@@ -36,12 +36,6 @@ class IoQueue {
   bool read(int fd, std::span<std::byte> into, std::uint64_t offset, std::uint64_t tag);
   /// Queues a write, as read.
   bool write(int fd, std::span<const std::byte> from, std::uint64_t offset, std::uint64_t tag);
-  /// Queues two writes linked in order (IOSQE_IO_LINK): the second starts
-  /// only once the first completed whole; when the first fails or is short,
-  /// the second completes with -ECANCELED. A pair may take the queue one
-  /// operation past its depth (the ring has room for it); false when full.
-  bool write_linked(int fd, std::span<const std::byte> first, std::uint64_t first_offset, std::uint64_t first_tag,
-                    std::span<const std::byte> second, std::uint64_t second_offset, std::uint64_t second_tag);
   /// Submits what was queued since the last submit (one system call).
   void submit();
   /// The completions that arrived, without blocking (submits first).
