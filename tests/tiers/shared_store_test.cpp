@@ -238,12 +238,16 @@ TEST(SharedStore, GarbageAndAnotherLayoutsValueAreMissesAndRemoved) {
   EXPECT_EQ(fetch(reader, 2, 2), 1U);
 }
 
+// A lookup that fetches headers only (no staging): the worker reads the
+// values and checks each again.
 TEST(SharedStore, AValueDamagedBetweenLookupAndReadIsNeverServed) {
   RedisServers redis(1);
   KVTIER_REQUIRE_REDIS(redis);
   SharedStore store(config(redis.urls()), layout());
   ASSERT_EQ(publish(store, 1, 3), 3U);
-  SharedStore reader(config(redis.urls()), layout());
+  SharedStoreConfig headers_only = config(redis.urls());
+  headers_only.max_staged_values = 0;
+  SharedStore reader(headers_only, layout());
   const auto found = reader.lookup(plhs(1, 3));
   ASSERT_TRUE(found[0] && found[1] && found[2]);
   // The payload changes under its header: one byte flipped at its end, and block 3 gone.
@@ -264,6 +268,72 @@ TEST(SharedStore, AValueDamagedBetweenLookupAndReadIsNeverServed) {
   EXPECT_EQ(reader.stats().checksum_failures, 1U);
   EXPECT_EQ(reader.shared_stats().values_missing, 1U);
   EXPECT_FALSE(reader.find(block(2).plh));
+}
+
+// One round trip: the lookup fetches and verifies the values; the read
+// copies those verified bytes without asking the store again, so a value
+// damaged or removed after the lookup changes nothing served. A value damaged
+// before it is not found, and removed; a miss moves no payload.
+TEST(SharedStore, ALookupFetchesVerifiedValuesAndTheReadServesThemWithoutAnotherRoundTrip) {
+  RedisServers redis(1);
+  KVTIER_REQUIRE_REDIS(redis);
+  SharedStore store(config(redis.urls()), layout());
+  ASSERT_EQ(publish(store, 1, 4), 4U);
+  const auto flip_last_byte = [&](std::uint64_t n) {
+    const std::string key = store.key(block(n).plh);
+    const std::string length = redis.cli(0, "strlen " + key);
+    ASSERT_EQ(redis.cli(0, "setrange " + key + " " + std::to_string(std::stol(length) - 1) + " X"), length);
+  };
+  flip_last_byte(4);  // before the lookup
+  SharedStore reader(config(redis.urls()), layout());
+  const auto found = reader.lookup(plhs(1, 6));
+  EXPECT_TRUE(found[0] && found[1] && found[2]);
+  EXPECT_FALSE(found[3]) << "a value whose payload fails its checksum was found";
+  EXPECT_FALSE(found[4] || found[5]);
+  EXPECT_EQ(reader.stats().checksum_failures, 1U);
+  EXPECT_EQ(redis.cli(0, "exists " + store.key(block(4).plh)), "0");
+  EXPECT_EQ(reader.shared_stats().values_staged, 3U);
+  flip_last_byte(2);  // after it
+  ASSERT_EQ(redis.cli(0, "del " + store.key(block(3).plh)), "1");
+  const auto processed = [&] {
+    const std::string stats = redis.cli(0, "info stats");
+    const auto at = stats.find("total_commands_processed:");
+    return std::stoull(stats.substr(at + 25));
+  };
+  const std::uint64_t before = processed();
+  std::vector<std::vector<std::byte>> pages(3, std::vector<std::byte>(reader.page_bytes(), std::byte{0xEE}));
+  std::vector<std::byte*> pointers{pages[0].data(), pages[1].data(), pages[2].data()};
+  ASSERT_TRUE(reader.read(plhs(1, 3), pointers).has_value());
+  const LowerTierProgress progress = reader.poll(true);
+  ASSERT_EQ(progress.reads.size(), 1U);
+  EXPECT_EQ(progress.reads[0].ok, (std::vector<bool>{true, true, true}));
+  for (std::uint64_t n = 1; n <= 3; ++n) EXPECT_EQ(pages[n - 1], page_of(n, reader.page_bytes())) << "block " << n;
+  EXPECT_EQ(processed(), before + 1) << "the read asked the store (the one command is INFO itself)";
+  EXPECT_EQ(reader.stats().blocks_read, 3U);
+  // Staged values are taken by their read: the next lookup asks the store again.
+  const auto again = reader.lookup(plhs(1, 3));
+  EXPECT_TRUE(again[0]);
+  EXPECT_FALSE(again[1]);  // damaged now: refused and removed
+  EXPECT_FALSE(again[2]);  // gone
+}
+
+// Staging is bounded: beyond max_staged_values a lookup fetches headers, the
+// oldest staged values make room, and reads of the rest go to the store.
+TEST(SharedStore, StagedValuesAreBoundedAndTheRestAreReadFromTheStore) {
+  RedisServers redis(1);
+  KVTIER_REQUIRE_REDIS(redis);
+  SharedStore store(config(redis.urls()), layout());
+  ASSERT_EQ(publish(store, 1, 6), 6U);
+  SharedStoreConfig small = config(redis.urls());
+  small.max_staged_values = 2;
+  SharedStore reader(small, layout());
+  const auto first = reader.lookup(plhs(1, 2));
+  ASSERT_TRUE(first[0] && first[1]);
+  const auto found = reader.lookup(plhs(3, 6));  // 3 and 4 staged (1 and 2 make room), 5 and 6 by header
+  EXPECT_TRUE(found[0] && found[1] && found[2] && found[3]);
+  EXPECT_EQ(reader.shared_stats().values_staged, 4U);
+  EXPECT_EQ(reader.shared_stats().staged_unread, 2U);
+  EXPECT_EQ(fetch(reader, 1, 6), 6U);  // every block served with its own bytes, staged or not
 }
 
 TEST(SharedStore, AStoreDownAtStartIsAMissNotAnErrorNorAHang) {

@@ -130,38 +130,103 @@ RecordCheck SharedStore::check_value(const redisReply* reply, const PositionalLi
                        key());
 }
 
+void SharedStore::make_staging_room(std::size_t room) {
+  const std::size_t limit = config_.max_staged_values;
+  while (!staged_order_.empty() && staged_.size() + room > limit) {
+    const auto [plh, sequence] = staged_order_.front();
+    staged_order_.pop_front();
+    const auto it = staged_.find(plh);
+    if (it == staged_.end() || it->second.sequence != sequence) continue;  // read already, or staged again since
+    staged_.erase(it);
+    std::lock_guard lock(mutex_);
+    ++shared_.staged_unread;
+  }
+}
+
+void SharedStore::stage(const PositionalLineageHash& plh, StagedValue value) {
+  make_staging_room(1);
+  value.sequence = next_staged_++;
+  staged_order_.emplace_back(plh, value.sequence);
+  staged_.insert_or_assign(plh, std::move(value));
+  // Entries of values read since are skipped when they come up; past twice the bound they are swept out.
+  if (staged_order_.size() > 2 * std::size_t{config_.max_staged_values} + 64) {
+    std::erase_if(staged_order_, [&](const auto& entry) {
+      const auto it = staged_.find(entry.first);
+      return it == staged_.end() || it->second.sequence != entry.second;
+    });
+  }
+}
+
 std::vector<std::optional<g1::TieredBlock>> SharedStore::lookup(std::span<const PositionalLineageHash> plhs) {
   std::vector<std::optional<g1::TieredBlock>> found(plhs.size());
   if (plhs.empty()) return found;
+  // Staged blocks are answered here; the store is asked for the rest, the
+  // first max_staged_values of them whole.
+  std::vector<std::size_t> asked;
+  std::size_t staged_hits = 0;
+  for (std::size_t i = 0; i < plhs.size(); ++i) {
+    const auto it = staged_.find(plhs[i]);
+    if (it != staged_.end()) {
+      found[i] = it->second.block;
+      ++staged_hits;
+    } else {
+      asked.push_back(i);
+    }
+  }
+  const std::size_t whole = std::min<std::size_t>(asked.size(), config_.max_staged_values);
   std::vector<std::string> keys;
-  keys.reserve(plhs.size());
-  for (const PositionalLineageHash& plh : plhs) keys.push_back(key(plh));
-  const std::string last = std::to_string(header_bytes_ - 1);
+  keys.reserve(asked.size());
+  for (const std::size_t i : asked) keys.push_back(key(plhs[i]));
+  // One byte past the largest value a block has: a longer one is refused (and deleted).
+  const std::string value_end = std::to_string(max_value_bytes_);
+  const std::string header_end = std::to_string(header_bytes_ - 1);
   std::vector<RedisCommand> commands;
   commands.reserve(keys.size());
-  for (const std::string& k : keys) commands.push_back(RedisCommand{.args = {"GETRANGE", k, "0", last}});
-  // The whole lookup, every shard together, within one timeout: the scheduler waits for it.
-  const auto replies = lookup_cluster_.run(commands, RedisCluster::Clock::now() + config_.timeout);
+  for (std::size_t j = 0; j < keys.size(); ++j) {
+    commands.push_back(RedisCommand{.args = {"GETRANGE", keys[j], "0", j < whole ? value_end : header_end}});
+  }
+  // The whole lookup, every shard together, within one timeout (one more per
+  // 32 values it fetches, as a read has): the scheduler waits for it.
+  const auto deadline = RedisCluster::Clock::now() + config_.timeout * static_cast<long>(1 + whole / 32);
+  auto replies = commands.empty() ? std::vector<RedisReplyPtr>{} : lookup_cluster_.run(commands, deadline);
   std::vector<std::string> bad;
-  std::size_t hits = 0;
+  std::size_t hits = staged_hits;
   std::size_t failed = 0;
   std::size_t other_layout = 0;
   std::size_t other_version = 0;
   std::size_t unauthenticated = 0;
+  std::size_t oversized = 0;
+  std::size_t staged = 0;
   std::size_t ok = 0;
-  for (std::size_t i = 0; i < plhs.size(); ++i) {
-    const redisReply* reply = replies[i].get();
-    ok += answered(reply) ? 1 : 0;
-    if (error_starts(reply, "WRONGTYPE")) {  // a list or a hash under our key: never ours, and it blocks SET NX
-      bad.push_back(keys[i]);
+  for (std::size_t j = 0; j < asked.size(); ++j) {
+    const std::size_t i = asked[j];
+    RedisReplyPtr& reply = replies[j];
+    ok += answered(reply.get()) ? 1 : 0;
+    if (error_starts(reply.get(), "WRONGTYPE")) {  // a list or a hash under our key: never ours, and it blocks SET NX
+      bad.push_back(keys[j]);
     } else if (reply == nullptr || reply->type == REDIS_REPLY_ERROR) {
       ++failed;
+    } else if (reply->type == REDIS_REPLY_STRING && j < whole && reply->len > max_value_bytes_) {
+      // Too long for a block of ours: refused unread, but another version's or layout's is said so.
+      BlockRecordMeta meta;
+      const RecordCheck check = check_value(reply.get(), plhs[i], false, meta);
+      if (check == RecordCheck::OtherVersion) {
+        ++other_version;  // another kvtier's to judge: kept, not served
+      } else {
+        ++(check == RecordCheck::OtherLayout ? other_layout : oversized);
+        bad.push_back(keys[j]);
+      }
     } else if (reply->type == REDIS_REPLY_STRING &&
                reply->len > 0) {  // "" is no key (or an empty value: publish fixes it)
       BlockRecordMeta meta;
-      const RecordCheck check = check_value(reply, plhs[i], false, meta);
+      const RecordCheck check = check_value(reply.get(), plhs[i], j < whole, meta);
       if (check == RecordCheck::Ok) {
         found[i] = meta.block;
+        if (j < whole) {
+          const std::size_t header = stored_header_bytes(bytes_of(*reply));
+          stage(plhs[i], StagedValue{.reply = std::move(reply), .header = header, .block = meta.block});
+          ++staged;
+        }
         remember(std::move(meta.block));
         ++hits;
         continue;
@@ -170,8 +235,8 @@ std::vector<std::optional<g1::TieredBlock>> SharedStore::lookup(std::span<const 
         ++other_version;  // another kvtier's to judge: kept, not served
       } else {
         if (check == RecordCheck::OtherLayout) ++other_layout;
-        if (check == RecordCheck::Unauthenticated) ++unauthenticated;
-        bad.push_back(keys[i]);  // garbage under our key would refuse every publish of the block (NX)
+        if (check == RecordCheck::Unauthenticated || check == RecordCheck::Forged) ++unauthenticated;
+        bad.push_back(keys[j]);  // garbage under our key would refuse every publish of the block (NX)
       }
     }
     known_.erase(plhs[i]);  // gone, or not what it should be
@@ -181,16 +246,18 @@ std::vector<std::optional<g1::TieredBlock>> SharedStore::lookup(std::span<const 
   ++shared_.lookups;
   shared_.lookup_blocks += plhs.size();
   shared_.lookup_hits += hits;
+  shared_.values_staged += staged;
   shared_.other_layout += other_layout;
   stats_.format_refusals += other_layout;
   shared_.other_version += other_version;
+  shared_.oversized += oversized;
   shared_.answered += ok;
   stats_.checksum_failures += bad.size();
   stats_.authentication_failures += unauthenticated;
   if (failed > 0) {
     note_failure(error_text(lookup_cluster_, replies));
     shared_.errors += failed - 1;
-  } else {
+  } else if (!commands.empty()) {
     shared_.degraded = false;
   }
   shared_.redirections += lookup_cluster_.redirections() - lookup_redirections_;
@@ -228,10 +295,14 @@ LowerTier::WriteStart SharedStore::write(const g1::TieredBlock& block, std::span
     }
     ++writes_in_flight_;
   }
-  WriteJob job{.block = block, .key = key(block.plh), .value = std::string(header + payload.size(), '\0')};
-  write_record_header(std::as_writable_bytes(std::span(job.value.data(), header)), block, formats_, ++generation_,
+  // Not zeroed first: the header writes every byte of its region, the page the rest.
+  WriteJob job{.block = block,
+               .key = key(block.plh),
+               .value = std::make_unique_for_overwrite<char[]>(header + payload.size()),
+               .value_bytes = header + payload.size()};
+  write_record_header(std::as_writable_bytes(std::span(job.value.get(), header)), block, formats_, ++generation_,
                       payload, key());
-  std::memcpy(job.value.data() + header, payload.data(), payload.size());
+  std::memcpy(job.value.get() + header, payload.data(), payload.size());
   publishing_.insert(block.plh);
   {
     std::lock_guard lock(mutex_);
@@ -249,16 +320,42 @@ std::size_t SharedStore::read_room() const noexcept {
 std::optional<std::uint64_t> SharedStore::read(std::span<const PositionalLineageHash> plhs,
                                                std::span<std::byte* const> pages) {
   KVTIER_EXPECTS(plhs.size() == pages.size(), "a read needs one page per block");
-  ReadJob job{.id = next_read_++, .blocks = {}, .pages = std::vector<std::byte*>(pages.begin(), pages.end())};
-  for (const PositionalLineageHash& plh : plhs) {
-    const auto it = known_.find(plh);
-    KVTIER_EXPECTS(it != known_.end(), "a shared-tier read of a block no lookup found: ", plh.to_string());
+  ReadJob job{.id = next_read_,
+              .blocks = {},
+              .pages = std::vector<std::byte*>(pages.begin(), pages.end()),
+              .copied = std::vector<bool>(plhs.size(), false)};
+  std::size_t fetched = 0;  // blocks the worker reads
+  for (std::size_t i = 0; i < plhs.size(); ++i) {
+    if (const auto staged = staged_.find(plhs[i]); staged != staged_.end()) {
+      job.blocks.push_back(staged->second.block);
+      job.copied[i] = true;
+      continue;
+    }
+    const auto it = known_.find(plhs[i]);
+    KVTIER_EXPECTS(it != known_.end(), "a shared-tier read of a block no lookup found: ", plhs[i].to_string());
     job.blocks.push_back(it->second);
+    ++fetched;
   }
   {
     std::lock_guard lock(mutex_);
-    if (reads_in_flight_ + plhs.size() > config_.max_reads_in_flight) return std::nullopt;
-    reads_in_flight_ += plhs.size();
+    if (fetched > 0 && reads_in_flight_ + fetched > config_.max_reads_in_flight) return std::nullopt;
+    reads_in_flight_ += fetched;
+  }
+  // Verified at the lookup: only now do the bytes reach the caller's pages.
+  const std::size_t copied = plhs.size() - fetched;
+  for (std::size_t i = 0; i < plhs.size(); ++i) {
+    if (!job.copied[i]) continue;
+    const auto staged = staged_.find(plhs[i]);
+    std::memcpy(pages[i], staged->second.reply->str + staged->second.header, page_bytes_);
+    staged_.erase(staged);
+  }
+  ++next_read_;
+  if (fetched == 0) copied_reads_.push_back(LowerRead{.id = job.id, .ok = job.copied, .blocks = job.blocks});
+  {
+    std::lock_guard lock(mutex_);
+    stats_.blocks_read += copied;
+    stats_.bytes_read += copied * page_bytes_;
+    if (fetched == 0) return job.id;
     reads_.push_back(std::move(job));
   }
   work_ready_.notify_one();
@@ -299,7 +396,7 @@ void SharedStore::run_writes(std::vector<WriteJob>& jobs) {
   const auto start = std::chrono::steady_clock::now();
   const std::string ttl = std::to_string(config_.ttl_seconds);
   const auto set_command = [&](const WriteJob& job) {
-    RedisCommand command{.args = {"SET", job.key, job.value, "NX"}};
+    RedisCommand command{.args = {"SET", job.key, std::string_view(job.value.get(), job.value_bytes), "NX"}};
     if (config_.ttl_seconds > 0) command.args.insert(command.args.end(), {"EX", ttl});
     return command;
   };
@@ -378,7 +475,9 @@ void SharedStore::run_reads(std::vector<ReadJob>& jobs) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::string> keys;
   for (const ReadJob& job : jobs) {
-    for (const g1::TieredBlock& block : job.blocks) keys.push_back(key(block.plh));
+    for (std::size_t b = 0; b < job.blocks.size(); ++b) {
+      if (!job.copied[b]) keys.push_back(key(job.blocks[b].plh));
+    }
   }
   // One byte past the largest value a block has: a longer one is refused unread (and deleted).
   const std::string last = std::to_string(max_value_bytes_);
@@ -399,9 +498,11 @@ void SharedStore::run_reads(std::vector<ReadJob>& jobs) {
   std::vector<g1::TieredBlock> dropped;
   std::size_t next = 0;
   for (ReadJob& job : jobs) {
-    LowerRead read{.id = job.id, .ok = std::vector<bool>(job.blocks.size(), false), .blocks = job.blocks};
-    for (std::size_t b = 0; b < job.blocks.size(); ++b, ++next) {
-      const redisReply* reply = replies[next].get();
+    LowerRead read{.id = job.id, .ok = job.copied, .blocks = job.blocks};
+    for (std::size_t b = 0; b < job.blocks.size(); ++b) {
+      if (job.copied[b]) continue;  // copied from its staged value when the read was issued
+      const std::size_t at = next++;
+      const redisReply* reply = replies[at].get();
       ok += answered(reply) ? 1 : 0;
       if (!error_starts(reply, "WRONGTYPE") && (reply == nullptr || reply->type == REDIS_REPLY_ERROR)) {
         ++failed;
@@ -426,7 +527,7 @@ void SharedStore::run_reads(std::vector<ReadJob>& jobs) {
       if (check != RecordCheck::Ok) {
         if (check == RecordCheck::OtherLayout) ++other_layout;
         if (check == RecordCheck::Unauthenticated || check == RecordCheck::Forged) ++unauthenticated;
-        bad.push_back(keys[next]);
+        bad.push_back(keys[at]);
         dropped.push_back(job.blocks[b]);
         continue;
       }
@@ -452,7 +553,9 @@ void SharedStore::run_reads(std::vector<ReadJob>& jobs) {
   shared_.other_version += other_version;
   shared_.oversized += oversized;
   shared_.answered += ok;
-  for (const LowerRead& read : done) reads_in_flight_ -= read.blocks.size();
+  for (const ReadJob& job : jobs) {
+    reads_in_flight_ -= static_cast<std::size_t>(std::count(job.copied.begin(), job.copied.end(), false));
+  }
   count_worker_redirections();
   reads_done_.insert(reads_done_.end(), std::make_move_iterator(done.begin()), std::make_move_iterator(done.end()));
   dropped_.insert(dropped_.end(), dropped.begin(), dropped.end());
@@ -479,6 +582,10 @@ LowerTierProgress SharedStore::poll(bool wait) {
     progress.reads.swap(reads_done_);
     progress.dropped.swap(dropped_);
   }
+  // Reads served from staged values, issued before any the worker finished since.
+  progress.reads.insert(progress.reads.begin(), std::make_move_iterator(copied_reads_.begin()),
+                        std::make_move_iterator(copied_reads_.end()));
+  copied_reads_.clear();
   for (WriteDone& done : writes) {
     publishing_.erase(done.block.plh);
     if (!done.stored) continue;

@@ -8,22 +8,29 @@
 // Redis' own eviction (maxmemory + allkeys-lru) is the capacity policy.
 //   Publishing: write() copies the page into a value and queues it; a worker
 //   thread sends queued values as pipelines; a full queue refuses (counted).
-//   Lookup: one pipelined GETRANGE of the record headers per call, on the
-//   caller's thread, each header checked.
-//   Reading: the worker reads the values (GETRANGE: never more than one
-//   value's bytes), checks header, payload and MAC, and copies only
-//   verified payloads into the caller's pages.
+//   Lookup: one pipeline per call, on the caller's thread, that fetches the
+//   values themselves (GETRANGE: never more than one value's bytes) of up to
+//   max_staged_values blocks and the headers of the rest. A value is found
+//   only when its header, payload and MAC check; found values stay staged,
+//   so the read that follows copies them into the caller's pages without a
+//   second round trip, and pages are reserved only for blocks that verified.
+//   A missing key costs no payload bytes. Blocks already staged are
+//   answered without asking the store.
+//   Reading: staged blocks are copied at once; the rest (found by a header
+//   lookup, or whose staged value made room for others) the worker reads,
+//   checks and copies as a lookup would.
 // Every failure (no answer within the timeout, an error reply, a value gone,
 // garbage, empty, of another type, too large, another layout's, forged) is a
 // miss and counted; what is not ours to judge (another record version) is
 // kept; a down store says so once on stderr and the instance goes on with
-// its local tiers. A lookup never takes longer than the timeout in all,
+// its local tiers. A lookup never takes longer than the timeout (one more per 32 values it fetches),
 // and a node that failed is not asked again for a back-off the process
 // shares (node_breaker.hpp).
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -53,6 +60,10 @@ struct SharedStoreConfig {
   std::uint32_t max_writes_in_flight = 256;
   /// Blocks being read.
   std::uint32_t max_reads_in_flight = 256;
+  /// Verified values a lookup fetched whole and keeps for the read that
+  /// follows (each holds one value's bytes; the oldest go first). 0: lookups
+  /// fetch headers only and every read is a second round trip.
+  std::uint32_t max_staged_values = 256;
   /// A lookup's whole time, and each connect, pipeline and reply's: nothing waits longer.
   std::chrono::milliseconds timeout{250};
   /// A node that failed is not tried again before this (doubling while it keeps failing).
@@ -84,6 +95,8 @@ struct SharedStoreStats {
   std::uint64_t answered = 0;         // commands the store answered (not an error): 0 means it never served
   std::uint64_t errors = 0;           // commands without an answer or with an error reply
   std::uint64_t redirections = 0;     // MOVED replies followed
+  std::uint64_t values_staged = 0;    // values a lookup fetched whole and verified
+  std::uint64_t staged_unread = 0;    // of those, dropped for room before a read took them
   bool degraded = false;              // the last command to the store failed
   bool read_only = false;             // the store refused our writes (NOPERM): this instance only reads
 };
@@ -131,18 +144,31 @@ class SharedStore final : public LowerTier {
   struct WriteJob {
     g1::TieredBlock block;
     std::string key;
-    std::string value;
+    std::unique_ptr<char[]> value;  // record header, then the page
+    std::size_t value_bytes = 0;
   };
   struct ReadJob {
     std::uint64_t id = 0;
     std::vector<g1::TieredBlock> blocks;
     std::vector<std::byte*> pages;
+    std::vector<bool> copied;  // served from a staged value: the worker does not fetch it
+  };
+  /// A value a lookup fetched and verified, kept for its read.
+  struct StagedValue {
+    RedisReplyPtr reply;
+    std::size_t header = 0;  // where the payload starts
+    g1::TieredBlock block;
+    std::uint64_t sequence = 0;  // its entry in staged_order_
   };
   struct WriteDone {
     g1::TieredBlock block;
     bool stored = false;  // in the store now (this SET, or another's before it)
   };
 
+  /// Keeps a verified value for its read, dropping the oldest beyond max_staged_values.
+  void stage(const PositionalLineageHash& plh, StagedValue value);
+  /// Drops staged values, oldest first, until `room` more fit.
+  void make_staging_room(std::size_t room);
   /// Notes a block the store holds; past kKnownLimit blocks the notes start over.
   void remember(g1::TieredBlock block);
   /// What went wrong: the first error reply's text, or why the node failed.
@@ -180,6 +206,10 @@ class SharedStore final : public LowerTier {
   std::uint64_t lookup_redirections_ = 0;  // counted into shared_ so far
   std::uint64_t worker_redirections_ = 0;  // the worker's, under mutex_
   std::uint64_t generation_ = 0;
+  std::unordered_map<PositionalLineageHash, StagedValue> staged_;
+  std::deque<std::pair<PositionalLineageHash, std::uint64_t>> staged_order_;  // oldest first; stale entries skipped
+  std::uint64_t next_staged_ = 1;
+  std::vector<LowerRead> copied_reads_;  // reads served whole from staged values, for the next poll
 
   // Shared with the worker, under mutex_.
   mutable std::mutex mutex_;
