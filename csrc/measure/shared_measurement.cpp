@@ -153,7 +153,8 @@ SharedPoint measure_shared(const std::vector<std::string>& urls, std::size_t pag
   const tiers::shared::RedisAuth auth = tiers::shared::redis_auth_of(urls);
   tiers::shared::RedisCluster raw(tiers::shared::RedisClusterConfig{.seeds = endpoints, .auth = auth});
   SharedPoint point{.page_bytes = page_bytes, .batch = batch, .blocks = blocks, .iterations = iterations};
-  std::vector<double> put, get, keyed_put, keyed_get, ceiling_put, ceiling_get, put_ms, get_ms, ceiling_get_ms;
+  std::vector<double> put, get, keyed_put, keyed_get, ceiling_put, ceiling_get, put_ms, get_ms, ceiling_get_ms,
+      put_ratios, get_ratios;
   const double payload_bytes = static_cast<double>(blocks * page_bytes);
   const std::optional<tiers::TierKey> key = detail::tier_bench_key();
   for (std::size_t it = 0; it < iterations; ++it) {
@@ -185,6 +186,8 @@ SharedPoint measure_shared(const std::vector<std::string>& urls, std::size_t pag
     ceiling_put.push_back(payload_bytes / c.put_s / 1e9);
     ceiling_get.push_back(payload_bytes / c.get_s / 1e9);
     ceiling_get_ms.push_back(median(c.get_batches) * 1e3);
+    put_ratios.push_back(put.back() / ceiling_put.back());
+    get_ratios.push_back(get.back() / ceiling_get.back());
   }
   point.put_gbps = median(put);
   point.get_gbps = median(get);
@@ -195,6 +198,8 @@ SharedPoint measure_shared(const std::vector<std::string>& urls, std::size_t pag
   point.put_batch_ms = median(put_ms);
   point.get_batch_ms = median(get_ms);
   point.ceiling_get_batch_ms = median(ceiling_get_ms);
+  point.put_of_ceiling = median(put_ratios);
+  point.get_of_ceiling = median(get_ratios);
   return point;
 }
 

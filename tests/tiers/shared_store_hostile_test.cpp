@@ -328,6 +328,31 @@ TEST(SharedStoreHostile, EncodedPasswordsIpv6HostsAndReadOnlyUsersWork) {
   EXPECT_EQ(reader.write(block(7), page_of(7, reader.page_bytes()), none), LowerTier::WriteStart::NoRoom);
 }
 
+// A publish frames SET around its value in place (one copy of the page fewer):
+// the bytes sent are exactly what hiredis itself formats for the same arguments.
+TEST(RespFraming, IsWhatHiredisFormatsForTheSameArguments) {
+  const std::string value("binary\r\n\0value$*", 17);
+  for (const bool ttl : {false, true}) {
+    const std::vector<std::string_view> before{"SET", "ns:key"};
+    std::vector<std::string_view> after{"NX"};
+    if (ttl) after.insert(after.end(), {"EX", "3600"});
+    const RespFraming framing = resp_framing(before, value.size(), after);
+    const std::string framed = framing.head + value + framing.tail;
+    std::vector<const char*> argv;
+    std::vector<std::size_t> lengths;
+    for (const std::string_view arg : before) argv.push_back(arg.data()), lengths.push_back(arg.size());
+    argv.push_back(value.data());
+    lengths.push_back(value.size());
+    for (const std::string_view arg : after) argv.push_back(arg.data()), lengths.push_back(arg.size());
+    char* formatted = nullptr;
+    const long long bytes =
+        redisFormatCommandArgv(&formatted, static_cast<int>(argv.size()), argv.data(), lengths.data());
+    ASSERT_GT(bytes, 0);
+    EXPECT_EQ(framed, std::string(formatted, static_cast<std::size_t>(bytes))) << "ttl " << ttl;
+    redisFreeCommand(formatted);
+  }
+}
+
 TEST(NodeBreaker, BacksOffDoublingAndLetsOneProbeThrough) {
   NodeBreaker breaker;
   const auto t0 = Clock::now();

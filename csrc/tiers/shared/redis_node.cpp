@@ -10,6 +10,25 @@
 #include <cstring>
 
 namespace kvtier::tiers::shared {
+
+RespFraming resp_framing(std::span<const std::string_view> before, std::size_t value_bytes,
+                         std::span<const std::string_view> after) {
+  const auto bulk = [](std::string& out, std::string_view arg) {
+    out += '$';
+    out += std::to_string(arg.size());
+    out += "\r\n";
+    out += arg;
+    out += "\r\n";
+  };
+  RespFraming framing;
+  framing.head = "*" + std::to_string(before.size() + 1 + after.size()) + "\r\n";
+  for (const std::string_view arg : before) bulk(framing.head, arg);
+  framing.head += "$" + std::to_string(value_bytes) + "\r\n";
+  framing.tail = "\r\n";
+  for (const std::string_view arg : after) bulk(framing.tail, arg);
+  return framing;
+}
+
 namespace {
 
 constexpr int kMaxArrayElements = 65536;
@@ -160,6 +179,12 @@ RedisNode::Outcome RedisNode::send(std::span<const RedisCommand> commands, Clock
   std::vector<const char*> argv;
   std::vector<std::size_t> argvlen;
   for (const RedisCommand& command : commands) {
+    if (!command.formatted.empty()) {
+      if (redisAppendFormattedCommand(context_, command.formatted.data(), command.formatted.size()) != REDIS_OK) {
+        return drop(Outcome::Unreachable, context_error());
+      }
+      continue;
+    }
     argv.clear();
     argvlen.clear();
     for (const std::string_view arg : command.args) {

@@ -14,9 +14,12 @@
 namespace kvtier::tiers::shared {
 namespace {
 
-// Writes sent per pipeline: enough to hide the round trip, few enough that a
-// read queued behind them waits for little.
-constexpr std::size_t kWriteBatch = 32;
+// Writes sent per pipeline: a request's swap-out burst (64 blocks of a 16K-token
+// prompt at 256 tokens a block) in one round trip. Reads rarely queue behind
+// them: a lookup fetches its values on the caller's own connection.
+constexpr std::size_t kWriteBatch = 64;
+// Command buffers kept for the next publishes: one pipeline's.
+constexpr std::size_t kSpareCommands = kWriteBatch;
 
 std::string hex(std::uint64_t value) {
   char text[17];
@@ -70,6 +73,13 @@ SharedStore::SharedStore(SharedStoreConfig config, const KvLayout& layout)
   if (config_.timeout.count() <= 0) throw ConfigError("the shared tier's timeout must be at least 1 ms");
   key_prefix_ = config_.key_namespace + ":" + hex(fingerprint_) + ":";
   if (config_.key) key_prefix_ += "k" + hex(config_.key->id()) + ":";
+  // The largest SET a block makes: its framing around the largest value (every key is as long).
+  const std::string longest_key = key(PositionalLineageHash::from_raw(0, 0));
+  const std::string_view set[] = {"SET", longest_key};
+  const std::string ttl = std::to_string(config_.ttl_seconds);
+  const std::string_view after[] = {"NX", "EX", ttl};
+  const RespFraming framing = resp_framing(set, max_value_bytes_, after);
+  max_command_bytes_ = framing.head.size() + max_value_bytes_ + framing.tail.size();
   worker_ = std::thread([this] { work(); });
 }
 
@@ -287,6 +297,7 @@ LowerTier::WriteStart SharedStore::write(const g1::TieredBlock& block, std::span
                  payload.size());
   const std::size_t tokens = block.token_ids ? block.token_ids->size() : 0;
   const std::size_t header = record_header_bytes(tokens);
+  std::unique_ptr<char[]> job_buffer;
   {
     std::lock_guard lock(mutex_);
     if (writes_in_flight_ >= config_.max_writes_in_flight || shared_.read_only) {
@@ -294,15 +305,31 @@ LowerTier::WriteStart SharedStore::write(const g1::TieredBlock& block, std::span
       return WriteStart::NoRoom;
     }
     ++writes_in_flight_;
+    if (!spare_commands_.empty()) {
+      job_buffer = std::move(spare_commands_.back());
+      spare_commands_.pop_back();
+    }
   }
-  // Not zeroed first: the header writes every byte of its region, the page the rest.
-  WriteJob job{.block = block,
-               .key = key(block.plh),
-               .value = std::make_unique_for_overwrite<char[]>(header + payload.size()),
-               .value_bytes = header + payload.size()};
-  write_record_header(std::as_writable_bytes(std::span(job.value.get(), header)), block, formats_, ++generation_,
-                      payload, key());
-  std::memcpy(job.value.get() + header, payload.data(), payload.size());
+  // The SET NX command is framed around the value, which is written in place:
+  // the page is copied once here and once more by the connection, as a raw
+  // SET's is. Buffers are reused: a fresh one for every block would fault its
+  // pages in each time.
+  WriteJob job{.block = block, .key = key(block.plh), .command = std::move(job_buffer), .command_bytes = 0};
+  const std::string_view set[] = {"SET", job.key};
+  const std::string ttl = std::to_string(config_.ttl_seconds);
+  const std::string_view no_ttl[] = {"NX"};
+  const std::string_view with_ttl[] = {"NX", "EX", ttl};
+  const RespFraming framing = resp_framing(set, header + payload.size(),
+                                           config_.ttl_seconds > 0 ? std::span<const std::string_view>(with_ttl)
+                                                                   : std::span<const std::string_view>(no_ttl));
+  job.command_bytes = framing.head.size() + header + payload.size() + framing.tail.size();
+  KVTIER_ASSERT(job.command_bytes <= max_command_bytes_, "a block's SET is longer than the largest one");
+  if (!job.command) job.command = std::make_unique_for_overwrite<char[]>(max_command_bytes_);
+  char* value = job.command.get() + framing.head.size();
+  std::memcpy(job.command.get(), framing.head.data(), framing.head.size());
+  write_record_header(std::as_writable_bytes(std::span(value, header)), block, formats_, ++generation_, payload, key());
+  std::memcpy(value + header, payload.data(), payload.size());
+  std::memcpy(value + header + payload.size(), framing.tail.data(), framing.tail.size());
   publishing_.insert(block.plh);
   {
     std::lock_guard lock(mutex_);
@@ -394,11 +421,8 @@ RedisCluster::Clock::time_point worker_deadline(std::chrono::milliseconds timeou
 
 void SharedStore::run_writes(std::vector<WriteJob>& jobs) {
   const auto start = std::chrono::steady_clock::now();
-  const std::string ttl = std::to_string(config_.ttl_seconds);
   const auto set_command = [&](const WriteJob& job) {
-    RedisCommand command{.args = {"SET", job.key, std::string_view(job.value.get(), job.value_bytes), "NX"}};
-    if (config_.ttl_seconds > 0) command.args.insert(command.args.end(), {"EX", ttl});
-    return command;
+    return RedisCommand{.args = {"SET", job.key}, .formatted = std::string_view(job.command.get(), job.command_bytes)};
   };
   // STRLEN beside each SET NX: a value NX finds there must look like a block's
   // (an empty value or another type under our key would refuse the block forever).
@@ -464,6 +488,9 @@ void SharedStore::run_writes(std::vector<WriteJob>& jobs) {
     writes_done_.push_back(std::move(done));
   }
   writes_in_flight_ -= jobs.size();
+  for (WriteJob& job : jobs) {
+    if (spare_commands_.size() < kSpareCommands) spare_commands_.push_back(std::move(job.command));
+  }
   count_worker_redirections();
   if (failed > 0) {
     note_failure(error_text(worker_cluster_, replies));

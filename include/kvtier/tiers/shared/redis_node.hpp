@@ -21,9 +21,24 @@ struct redisReply;
 namespace kvtier::tiers::shared {
 
 /// One command's arguments, binary-safe; the views live through the call.
+/// `formatted`, when set, is the whole command already framed in RESP (what
+/// hiredis would send for `args`): it is sent as it is, and `args` (at least
+/// the command and its key) only route it.
 struct RedisCommand {
   std::vector<std::string_view> args;
+  std::string_view formatted{};
 };
+
+/// The RESP framing of a command whose one large argument the caller writes
+/// in place between `head` and `tail` (a value copied once into the buffer
+/// that is sent, not once more into a formatted command): `before` are the
+/// arguments ahead of it, `after` those behind it.
+struct RespFraming {
+  std::string head;
+  std::string tail;
+};
+RespFraming resp_framing(std::span<const std::string_view> before, std::size_t value_bytes,
+                         std::span<const std::string_view> after);
 
 struct RedisReplyFree {
   void operator()(redisReply* reply) const noexcept;

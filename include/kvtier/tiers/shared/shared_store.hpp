@@ -144,8 +144,8 @@ class SharedStore final : public LowerTier {
   struct WriteJob {
     g1::TieredBlock block;
     std::string key;
-    std::unique_ptr<char[]> value;  // record header, then the page
-    std::size_t value_bytes = 0;
+    std::unique_ptr<char[]> command;  // SET key value NX [EX ttl] in RESP; the value: record header, then the page
+    std::size_t command_bytes = 0;
   };
   struct ReadJob {
     std::uint64_t id = 0;
@@ -189,10 +189,11 @@ class SharedStore final : public LowerTier {
 
   SharedStoreConfig config_;
   std::size_t page_bytes_;
-  std::size_t header_bytes_;     // a record header of a full block's tokens
-  std::size_t max_value_bytes_;  // the largest value a block has: header and page
-  std::uint64_t fingerprint_;    // the layout's: the key namespace's
-  BlockFormats formats_;         // each value's
+  std::size_t header_bytes_;           // a record header of a full block's tokens
+  std::size_t max_value_bytes_;        // the largest value a block has: header and page
+  std::size_t max_command_bytes_ = 0;  // the largest SET a block makes, in RESP
+  std::uint64_t fingerprint_;          // the layout's: the key namespace's
+  BlockFormats formats_;               // each value's
   std::string key_prefix_;
   // The caller's thread (lookups) and the worker each have their connections.
   RedisCluster lookup_cluster_;
@@ -220,6 +221,7 @@ class SharedStore final : public LowerTier {
   std::size_t writes_in_flight_ = 0;  // queued or being sent
   std::size_t reads_in_flight_ = 0;   // blocks
   std::vector<WriteDone> writes_done_;
+  std::vector<std::unique_ptr<char[]>> spare_commands_;  // sent commands' buffers, for the next publishes
   std::vector<LowerRead> reads_done_;
   std::vector<g1::TieredBlock> dropped_;
   LowerTierStats stats_;
