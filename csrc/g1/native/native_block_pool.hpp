@@ -88,6 +88,8 @@ class NativeBlockPool {
   /// lineage hash), which the order's leaf rule reads. Without it, or when
   /// never given, the page counts as a root. A no-op without an order.
   void set_lineage(PageId page, const PositionalLineageHash& plh) noexcept;
+  /// An order other than vLLM's LRU takes the copies: only then is a lineage worth computing.
+  bool ordered() const noexcept { return order_ != nullptr; }
   /// Private: freed now. Cached: one reference less; at zero refs and pins the
   /// copy joins the LRU tail.
   void release(PageId page);

@@ -90,7 +90,7 @@ void NativeBackend::activate_destination(std::uint64_t reservation) {
     } else {
       const auto [cached_page, became_visible] = pool_.allocate_cached(d.reservation, block.hash());
       page = cached_page;
-      if (i <= PositionalLineageHash::kMaxPosition) {
+      if (pool_.ordered() && i <= PositionalLineageHash::kMaxPosition) {
         pool_.set_lineage(page, PositionalLineageHash(block.hash(), prompt.parent(i), i));
       }
       meta.has_local = !prompt.local_hashes.empty();

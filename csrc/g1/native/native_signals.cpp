@@ -160,7 +160,7 @@ void NativeBackend::finalize_computed_prefix(OwnerId owner, std::size_t before, 
     meta.pending_store = false;
     const SequenceHash hash = owned.blocks[position].hash();
     const bool first_copy = pool_.cache_private(owned.pages[position], hash);
-    if (position <= PositionalLineageHash::kMaxPosition) {
+    if (pool_.ordered() && position <= PositionalLineageHash::kMaxPosition) {
       pool_.set_lineage(owned.pages[position], PositionalLineageHash(hash, meta.parent(), position));
     }
     const std::span<const TokenId> ids = owned.token_ids_at(position, block_size_);
