@@ -53,6 +53,7 @@ struct DiskOptions {
   std::vector<unsigned> queue_depths{1, 8, 32, 64};
   std::size_t megabytes = 128;  // payload per measurement
   std::size_t iterations = 3;
+  std::string sync = "none";
   std::string json;
   std::string csv;
 };
@@ -187,7 +188,7 @@ int run_disk(const DiskOptions& o) {
   for (const std::size_t page : o.page_bytes) {
     for (const unsigned depth : o.queue_depths) {
       if (depth == 0) throw ConfigError("a queue depth must be at least 1");
-      const auto p = measure::measure_disk(dir, page, depth, o.megabytes << 20, o.iterations);
+      const auto p = measure::measure_disk(dir, page, depth, o.megabytes << 20, o.iterations, o.sync == "batch");
       rows.push_back({{"page_bytes", p.page_bytes},
                       {"queue_depth", p.queue_depth},
                       {"blocks", p.blocks},
@@ -203,7 +204,9 @@ int run_disk(const DiskOptions& o) {
                       {"keyed_write_of_unkeyed", p.keyed_write_of_unkeyed()},
                       {"keyed_read_GBps", p.keyed_read_gbps},
                       {"keyed_read_of_unkeyed", p.keyed_read_of_unkeyed()},
-                      {"verified_reads", p.verified_reads}});
+                      {"verified_reads", p.verified_reads},
+                      {"sync", o.sync},
+                      {"syncs", p.syncs}});
     }
   }
   if (o.dir.empty()) std::filesystem::remove_all(dir);
@@ -324,6 +327,11 @@ void add_bench_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   disk->add_option("--megabytes", d->megabytes, "payload per measurement")->capture_default_str();
   disk->add_option("--iterations", d->iterations, "alternations of the store and the ceiling (medians)")
+      ->capture_default_str();
+  disk->add_option("--disk-sync", d->sync,
+                   "none | batch: the store counts a block stored once an fdatasync covered it, and the ceiling's "
+                   "write ends with one")
+      ->check(CLI::IsMember({"none", "batch"}))
       ->capture_default_str();
   disk->add_option("--json", d->json, "write the rows as JSON to this file")->check(non_empty());
   disk->add_option("--csv", d->csv, "write the rows as CSV to this file")->check(non_empty());

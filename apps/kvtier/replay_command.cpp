@@ -51,6 +51,7 @@ struct ReplayOptions {
   std::uint32_t disk_blocks = 0;
   unsigned disk_queue_depth = session::DiskTierSettings{}.queue_depth;
   unsigned disk_backlog = session::DiskTierSettings{}.backlog;
+  std::string disk_sync = "none";
   bool disk_reformat = false;
   std::vector<std::string> shared_tier;  // empty: no G4
   std::string shared_namespace = session::SharedTierSettings{}.key_namespace;
@@ -195,9 +196,10 @@ int run(const ReplayOptions& o) {
                                                     .blocks = o.disk_blocks,
                                                     .queue_depth = o.disk_queue_depth,
                                                     .backlog = o.disk_backlog,
-                                                    .reformat = o.disk_reformat};
-  } else if (o.disk_blocks > 0 || o.disk_reformat) {
-    throw ConfigError("--disk-blocks and --disk-reformat need --disk-path");
+                                                    .reformat = o.disk_reformat,
+                                                    .sync_batch = o.disk_sync == "batch"};
+  } else if (o.disk_blocks > 0 || o.disk_reformat || o.disk_sync != "none") {
+    throw ConfigError("--disk-blocks, --disk-reformat and --disk-sync need --disk-path");
   }
   if (!o.shared_tier.empty()) {
     config.session.shared = session::SharedTierSettings{.urls = o.shared_tier,
@@ -368,6 +370,11 @@ void add_replay_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--disk-backlog", o->disk_backlog, "G3 writes that may wait for the queue (a slot's buffer each)")
       ->capture_default_str();
   cmd->add_flag("--disk-reformat", o->disk_reformat, "discard a G3 tier of another layout found in --disk-path");
+  cmd->add_option("--disk-sync", o->disk_sync,
+                  "when a G3 block counts as stored: none (its write completed) | batch (an fdatasync covered it: "
+                  "power-loss durable)")
+      ->check(CLI::IsMember({"none", "batch"}))
+      ->capture_default_str();
   cmd->add_option("--shared-tier", o->shared_tier,
                   "G4, a store shared by instances: redis://[[USER]:PASSWORD@]HOST:PORT (or KVTIER_REDIS_PASSWORD), or "
                   "several (comma-separated) seeds of a Redis Cluster")

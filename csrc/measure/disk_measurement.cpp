@@ -80,8 +80,8 @@ std::pair<double, double> time_store(tiers::disk::DiskStore& store, std::span<co
   return {write_s, read_s};
 }
 
-/// The ceiling: `bytes` written then read sequentially in 8 MiB requests.
-std::pair<double, double> time_ceiling(const std::filesystem::path& path, std::size_t bytes) {
+/// The ceiling: `bytes` written (then, with `sync`, fdatasynced) and read sequentially in 8 MiB requests.
+std::pair<double, double> time_ceiling(const std::filesystem::path& path, std::size_t bytes, bool sync) {
   tiers::disk::DirectFile file(path);
   const std::size_t chunk = std::min(kCeilingChunk, bytes);
   std::unique_ptr<std::byte, AlignedFree> buffer(static_cast<std::byte*>(std::aligned_alloc(4096, chunk)));
@@ -98,6 +98,9 @@ std::pair<double, double> time_ceiling(const std::filesystem::path& path, std::s
   };
   const auto start_write = Clock::now();
   io(true);
+  if (sync && ::fdatasync(file.fd()) != 0) {
+    throw ConfigError(std::string("the disk bench's ceiling fdatasync failed: ") + std::strerror(errno));
+  }
   const double write_s = seconds_since(start_write);
   const auto start_read = Clock::now();
   io(false);
@@ -107,7 +110,7 @@ std::pair<double, double> time_ceiling(const std::filesystem::path& path, std::s
 }  // namespace
 
 DiskPoint measure_disk(const std::filesystem::path& dir, std::size_t page_bytes, unsigned queue_depth,
-                       std::size_t bytes, std::size_t iterations) {
+                       std::size_t bytes, std::size_t iterations, bool sync_batch) {
   const KvLayout layout = disk_page_layout(page_bytes);
   if (iterations == 0) throw ConfigError("the disk bench needs at least one iteration");
   std::filesystem::create_directories(dir);
@@ -117,7 +120,8 @@ DiskPoint measure_disk(const std::filesystem::path& dir, std::size_t page_bytes,
   DiskPoint point{.page_bytes = page_bytes,
                   .queue_depth = queue_depth,
                   .blocks = std::max<std::size_t>(queue_depth, bytes / page_bytes),
-                  .iterations = iterations};
+                  .iterations = iterations,
+                  .sync_batch = sync_batch};
   // The ceiling's bytes round up to its 4 KiB-aligned requests.
   const std::size_t payload_bytes = (point.blocks * page_bytes + 4095) / 4096 * 4096;
   std::vector<double> writes, reads, keyed_writes, keyed_reads, ceiling_writes, ceiling_reads, write_ratios,
@@ -130,7 +134,8 @@ DiskPoint measure_disk(const std::filesystem::path& dir, std::size_t page_bytes,
                                        .queue_depth = queue_depth,
                                        .backlog = queue_depth,
                                        .reformat = true,
-                                       .key = std::move(key)},
+                                       .key = std::move(key),
+                                       .sync = sync_batch ? tiers::disk::DiskSync::Batch : tiers::disk::DiskSync::None},
           layout);
     };
     const auto store = open(store_file, std::nullopt);
@@ -149,9 +154,10 @@ DiskPoint measure_disk(const std::filesystem::path& dir, std::size_t page_bytes,
         keyed_writes.push_back(detail::gbps(bytes_moved, kw));
         keyed_reads.push_back(detail::gbps(bytes_moved, kr));
       }
-      const auto [cw, cr] = time_ceiling(ceiling_file, payload_bytes);
+      const auto [cw, cr] = time_ceiling(ceiling_file, payload_bytes, sync_batch);
       ceiling_writes.push_back(detail::gbps(static_cast<double>(payload_bytes), cw));
       ceiling_reads.push_back(detail::gbps(static_cast<double>(payload_bytes), cr));
+      point.syncs = store->stats().syncs;
       write_ratios.push_back(writes.back() / ceiling_writes.back());
       read_ratios.push_back(reads.back() / ceiling_reads.back());
     }
@@ -172,7 +178,7 @@ DiskPoint measure_disk(const std::filesystem::path& dir, std::size_t page_bytes,
 
 #else
 
-DiskPoint measure_disk(const std::filesystem::path&, std::size_t, unsigned, std::size_t, std::size_t) {
+DiskPoint measure_disk(const std::filesystem::path&, std::size_t, unsigned, std::size_t, std::size_t, bool) {
   throw ConfigError("this kvtier was built without liburing: no disk tier to measure");
 }
 

@@ -24,7 +24,8 @@ std::vector<std::pair<const char*, std::uint64_t>> disk_tier_counters(const tier
       {"disk_blocks_read", io.blocks_read},
       {"disk_checksum_failures", io.checksum_failures},
       {"disk_authentication_failures", io.authentication_failures},
-      {"disk_io_failures", io.read_failures + io.write_failures}};
+      {"disk_io_failures", io.read_failures + io.write_failures},
+      {"disk_syncs", io.syncs}};
   for (const auto& fact : disk_tier_recovery(tier)) counters.push_back(fact);
   return counters;
 }
@@ -34,13 +35,15 @@ std::vector<std::pair<const char*, std::uint64_t>> disk_tier_counters(const tier
 std::unique_ptr<tiers::LowerTier> open_disk_tier(const DiskTierSettings& settings, const KvLayout& g2_layout,
                                                  const tiers::TierKey* key, std::vector<std::uint64_t> group_formats) {
   auto store = std::make_unique<tiers::disk::DiskStore>(
-      tiers::disk::DiskStoreConfig{.file = settings.path / kDiskTierFile,
-                                   .slots = settings.blocks,
-                                   .queue_depth = settings.queue_depth,
-                                   .backlog = settings.backlog,
-                                   .reformat = settings.reformat,
-                                   .key = key != nullptr ? std::optional<tiers::TierKey>(*key) : std::nullopt,
-                                   .group_formats = std::move(group_formats)},
+      tiers::disk::DiskStoreConfig{
+          .file = settings.path / kDiskTierFile,
+          .slots = settings.blocks,
+          .queue_depth = settings.queue_depth,
+          .backlog = settings.backlog,
+          .reformat = settings.reformat,
+          .key = key != nullptr ? std::optional<tiers::TierKey>(*key) : std::nullopt,
+          .group_formats = std::move(group_formats),
+          .sync = settings.sync_batch ? tiers::disk::DiskSync::Batch : tiers::disk::DiskSync::None},
       g2_layout);
   static std::atomic<bool> said{false};
   if (!store->direct_io() && !said.exchange(true)) {

@@ -463,7 +463,7 @@ void bind_manager(nb::module_& module) {
          std::optional<nb::list> groups, std::optional<std::string> model_name, std::optional<std::string> model_config,
          std::optional<std::string> kv_cache_dtype, std::optional<std::string> native_eviction,
          std::optional<std::string> g2_eviction, std::string g2_admission, std::string g3_admission,
-         std::string g4_admission) {
+         std::string g4_admission, std::string disk_sync) {
         std::vector<std::shared_ptr<KvEventSink>> sinks;
         for (nb::handle publisher : publishers) {
 #if KVTIER_WITH_ZMQ
@@ -502,11 +502,17 @@ void bind_manager(nb::module_& module) {
         config.host_blocks = host_blocks;
         config.offload_batch = offload_batch;
         config.verify_swaps = verify_swaps;
+        if (disk_sync != "none" && disk_sync != "batch") {
+          throw ConfigError("disk_sync must be none or batch, not '" + disk_sync + "'");
+        }
         if (disk_path) {
-          config.disk = session::DiskTierSettings{
-              .path = *disk_path, .blocks = disk_blocks, .queue_depth = disk_queue_depth, .reformat = disk_reformat};
-        } else if (disk_blocks != 0 || disk_reformat) {
-          throw ConfigError("disk_blocks and disk_reformat need disk_path");
+          config.disk = session::DiskTierSettings{.path = *disk_path,
+                                                  .blocks = disk_blocks,
+                                                  .queue_depth = disk_queue_depth,
+                                                  .reformat = disk_reformat,
+                                                  .sync_batch = disk_sync == "batch"};
+        } else if (disk_blocks != 0 || disk_reformat || disk_sync != "none") {
+          throw ConfigError("disk_blocks, disk_reformat and disk_sync need disk_path");
         }
         if (shared_tier) {
           config.shared = session::SharedTierSettings{.urls = *shared_tier,
@@ -537,7 +543,7 @@ void bind_manager(nb::module_& module) {
       "native_eviction"_a = nb::none(), "g2_eviction"_a = nb::none(),
       "g2_admission"_a = offload::tier_admission_name(kDefaults.g2_admission),
       "g3_admission"_a = offload::tier_admission_name(kDefaults.g3_admission),
-      "g4_admission"_a = offload::tier_admission_name(kDefaults.g4_admission));
+      "g4_admission"_a = offload::tier_admission_name(kDefaults.g4_admission), "disk_sync"_a = "none");
   c.def_prop_ro("backend", [](PyManager& m) { return std::string(g1::backend_name(m.manager().backend())); })
       .def_prop_ro("eviction",
                    [](PyManager& m) {

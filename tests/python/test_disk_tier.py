@@ -33,11 +33,12 @@ def push_first_to_disk(m):
 
 
 
-@pytest.mark.parametrize("backend", ["kvbm", "native"])
-def test_blocks_go_to_disk_and_come_back_with_their_bytes(tmp_path, backend):
+@pytest.mark.parametrize("backend,sync", [("kvbm", "none"), ("native", "none"), ("kvbm", "batch")])
+def test_blocks_go_to_disk_and_come_back_with_their_bytes(tmp_path, backend, sync):
     kw = {"backend": backend} if backend == "native" else {}
     if backend == "native":
         kw["eviction"] = None
+    kw["disk_sync"] = sync
     with manager(tmp_path, **kw) as m:
         first = push_first_to_disk(m)
         hashes, keys = first.blocks, (first.plhs if backend == "kvbm" else first.blocks)
@@ -52,6 +53,8 @@ def test_blocks_go_to_disk_and_come_back_with_their_bytes(tmp_path, backend):
         assert m.verify(again) == [], "the pages came back from the file with the bytes written before"
         metrics = m.metrics()
         assert metrics["disk_blocks_read"] == 4 and metrics["disk_checksum_failures"] == 0
+        # Under batch sync every stored block was covered by an fdatasync; without it none is made.
+        assert (metrics["disk_syncs"] >= 1) == (sync == "batch")
         events = m.take_events()
         disk = {b["hash"] for e in events if e["tier"] == "disk" and e["type"] == "stored" for b in e["blocks"]}
         assert set(hashes) <= disk
@@ -82,6 +85,10 @@ def test_bad_disk_settings_are_refused(tmp_path):
         kvtier.Manager(capacity=8, block_size=BS, device="host", host_blocks=4, disk_blocks=8)  # no path
     with pytest.raises(kvtier.ConfigError):
         kvtier.Manager(capacity=8, block_size=BS, device="host", host_blocks=4, disk_path=str(tmp_path))  # 0 blocks
+    with pytest.raises(kvtier.ConfigError, match="none or batch"):
+        manager(tmp_path, disk_sync="always")
+    with pytest.raises(kvtier.ConfigError):
+        kvtier.Manager(capacity=8, block_size=BS, device="host", host_blocks=4, disk_sync="batch")  # no path
     with manager(tmp_path):
         with pytest.raises(kvtier.ConfigError, match="in use"):
             manager(tmp_path)

@@ -227,6 +227,45 @@ TEST_F(DiskStoreTest, AWriteTornAtAnySectorIsNeverServed) {
   EXPECT_EQ(torn, 2 * static_cast<int>(sectors - 1));
 }
 
+// DiskSync::Batch: a write counts as stored only once an fdatasync issued
+// after it completed has completed; one fdatasync covers every write that
+// completed before it; a failed one stores none of them.
+TEST_F(DiskStoreTest, UnderBatchSyncABlockIsStoredOnlyOnceAnFdatasyncCoveredIt) {
+  DiskStoreConfig c = config(32);
+  c.sync = DiskSync::Batch;
+  c.backlog = 32;
+  {
+    DiskStore store(c, layout());
+    store.inject_faults(DiskFaults{.fail_sync = 1});
+    std::vector<g1::TieredBlock> evicted;
+    const auto page = page_of(1, store.geometry().payload_bytes);
+    ASSERT_EQ(store.write(block(1), page, evicted), DiskStore::WriteStart::Started);
+    LowerTierProgress progress = store.poll(true);
+    EXPECT_TRUE(progress.stored.empty()) << "a block whose fdatasync failed was stored";
+    EXPECT_FALSE(store.contains(block(1).plh));
+    EXPECT_EQ(store.stats().write_failures, 1U);
+    EXPECT_EQ(store.stats().syncs, 0U);
+    // Sixteen writes at once, queue depth 4: each is stored after a sync that covered it.
+    for (std::uint64_t n = 2; n <= 17; ++n) {
+      ASSERT_EQ(store.write(block(n), page_of(n, store.geometry().payload_bytes), evicted),
+                DiskStore::WriteStart::Started);
+      EXPECT_FALSE(store.find(block(n).plh)) << "visible before its write and sync";
+    }
+    progress = store.poll(true);
+    EXPECT_EQ(progress.stored.size(), 16U);
+    EXPECT_GE(store.stats().syncs, 1U);
+    EXPECT_LE(store.stats().syncs, 16U);
+    for (std::uint64_t n = 2; n <= 17; ++n) EXPECT_TRUE(read_back(store, n)) << "block " << n;
+    ASSERT_EQ(store.write(block(18), page_of(18, store.geometry().payload_bytes), evicted),
+              DiskStore::WriteStart::Started);
+  }  // closing syncs what is still waiting
+  DiskStore reopened(c, layout());
+  EXPECT_EQ(reopened.used(), 17U);
+  EXPECT_TRUE(read_back(reopened, 18));
+  EXPECT_EQ(parse_disk_sync("batch"), DiskSync::Batch);
+  EXPECT_THROW((void)parse_disk_sync("always"), ConfigError);
+}
+
 TEST_F(DiskStoreTest, AnotherLayoutIsRefusedUnlessReformatted) {
   {
     DiskStore store(config(4), layout(PageLayout::PageMajor));

@@ -12,6 +12,14 @@
 
 namespace kvtier::tiers::disk {
 
+const char* disk_sync_name(DiskSync sync) noexcept { return sync == DiskSync::Batch ? "batch" : "none"; }
+
+DiskSync parse_disk_sync(std::string_view text) {
+  if (text == "none") return DiskSync::None;
+  if (text == "batch") return DiskSync::Batch;
+  throw ConfigError("unknown disk sync policy '" + std::string(text) + "' (none | batch)");
+}
+
 void DiskStore::BusyClock::start() {
   if (in_flight++ == 0) since = std::chrono::steady_clock::now();
 }
@@ -74,6 +82,52 @@ void DiskStore::pump() {
     }
     KVTIER_ASSERT(queued, "the I/O queue refused an operation it had room for");
   }
+  start_sync();
+}
+
+void DiskStore::start_sync() {
+  if (unsynced_.empty() || sync_in_flight_ || queue_.full()) return;
+  syncing_.swap(unsynced_);
+  const std::uint64_t tag = next_tag_++;
+  operations_.emplace(tag, Operation{.phase = Phase::Sync});
+  write_clock_.start();
+  KVTIER_ASSERT(queue_.sync(file_.fd(), tag), "the I/O queue refused a sync it had room for");
+  sync_in_flight_ = true;
+}
+
+void DiskStore::finish_sync(std::int64_t result, LowerTierProgress& progress) {
+  sync_in_flight_ = false;
+  if (result == 0) ++stats_.syncs;
+  for (const std::uint32_t slot : syncing_) {
+    if (result == 0) {
+      make_resident(slot, progress);
+    } else {
+      fail_write(slot);  // not known to be on the disk: never served as stored
+    }
+  }
+  syncing_.clear();
+}
+
+void DiskStore::make_resident(std::uint32_t slot, LowerTierProgress& progress) {
+  Slot& s = slots_[slot];
+  if (disk_full_ && !s.backed) {  // a probe succeeded: the file system has room again
+    disk_full_ = false;
+    free_.insert(free_.end(), parked_.begin(), parked_.end());
+    parked_.clear();
+    std::fprintf(stderr, "kvtier: the disk tier's file system has room again under %s\n", file_.path().c_str());
+  }
+  s.state = State::Resident;
+  s.backed = true;
+  make_evictable(slot);
+  ++stats_.blocks_written;
+  stats_.bytes_written += geometry_.slot_bytes;
+  progress.stored.push_back(blocks_.at(slot));
+}
+
+void DiskStore::fail_write(std::uint32_t slot) {
+  ++stats_.write_failures;
+  if (slots_[slot].no_space) note_disk_full();
+  free_slot(slot);  // what reached the disk fails its check at a read: never served
 }
 
 DiskStore::~DiskStore() {
@@ -266,6 +320,11 @@ void DiskStore::finish(const IoQueue::Completion& real, LowerTierProgress& progr
   const Operation op = it->second;
   operations_.erase(it);
   (op.phase == Phase::Read ? read_clock_ : write_clock_).stop();
+  if (op.phase == Phase::Sync) {
+    const bool fail = faults_.fail_sync != 0 && --faults_.fail_sync == 0;
+    finish_sync(fail ? -EIO : real.result, progress);
+    return;
+  }
   Slot& s = slots_[op.slot];
   const IoQueue::Completion completion{.tag = real.tag, .result = faulted(op.phase, s, real.result)};
   if (op.phase == Phase::Invalidate) {
@@ -281,23 +340,14 @@ void DiskStore::finish(const IoQueue::Completion& real, LowerTierProgress& progr
     if (completion.result == -ENOSPC) s.no_space = true;
     free_buffers_.push_back(op.buffer);
     if (s.write_failed) {
-      ++stats_.write_failures;
-      if (s.no_space) note_disk_full();
-      free_slot(op.slot);  // what reached the disk fails its check at a read: never served
+      fail_write(op.slot);
       return;
     }
-    if (disk_full_ && !s.backed) {  // a probe succeeded: the file system has room again
-      disk_full_ = false;
-      free_.insert(free_.end(), parked_.begin(), parked_.end());
-      parked_.clear();
-      std::fprintf(stderr, "kvtier: the disk tier's file system has room again under %s\n", file_.path().c_str());
+    if (sync_ == DiskSync::Batch) {
+      unsynced_.push_back(op.slot);  // stored once the next fdatasync completed (pump starts it)
+      return;
     }
-    s.state = State::Resident;
-    s.backed = true;
-    make_evictable(op.slot);
-    ++stats_.blocks_written;
-    stats_.bytes_written += geometry_.slot_bytes;
-    progress.stored.push_back(blocks_.at(op.slot));
+    make_resident(op.slot, progress);
     return;
   }
   free_buffers_.push_back(op.buffer);  // the payload is copied out below, before anything reuses it

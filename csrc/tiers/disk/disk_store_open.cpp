@@ -114,7 +114,8 @@ DiskStore::DiskStore(const DiskStoreConfig& config, const KvLayout& layout)
       fingerprint_(layout_fingerprint(layout)),
       formats_(fingerprint_, config.group_formats),
       capacity_(checked_capacity(config)),
-      queue_(config.queue_depth) {
+      queue_(config.queue_depth),
+      sync_(config.sync) {
   // Memory first: nothing on disk changes for a tier this machine cannot hold.
   const std::size_t buffers = std::size_t{queue_.depth()} + config.backlog;
   memory::check_host_allocation(buffers * geometry_.slot_bytes, "the disk tier's I/O buffers");

@@ -48,6 +48,16 @@ bool IoQueue::write(int fd, std::span<const std::byte> from, std::uint64_t offse
   return true;
 }
 
+bool IoQueue::sync(int fd, std::uint64_t tag) {
+  if (full()) return false;
+  io_uring_sqe* sqe = io_uring_get_sqe(&ring_->ring);
+  KVTIER_ASSERT(sqe != nullptr, "the submission ring is full below the queue depth");
+  io_uring_prep_fsync(sqe, fd, IORING_FSYNC_DATASYNC);
+  io_uring_sqe_set_data64(sqe, tag);
+  ++queued_;
+  return true;
+}
+
 void IoQueue::submit() {
   if (queued_ == 0) return;
   const int status = io_uring_submit(&ring_->ring);

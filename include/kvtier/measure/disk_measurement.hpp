@@ -6,6 +6,7 @@
 // the store in each iteration, and the same store under a tier key (every
 // record MACed and checked) beside it. Bandwidths count payload bytes.
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 
 namespace kvtier::measure {
@@ -24,6 +25,8 @@ struct DiskPoint {
   double keyed_write_gbps = 0.0;
   double keyed_read_gbps = 0.0;
   std::size_t verified_reads = 0;  // blocks read back that verified (all of them, or the bench fails)
+  bool sync_batch = false;         // DiskSync::Batch, and the ceiling's write fdatasynced
+  std::uint64_t syncs = 0;         // fdatasyncs the store made (all iterations, unkeyed store)
   /// Medians of each iteration's ratio to the ceiling timed right after it
   /// (a noisy disk moves both together; the ratio of medians would mix iterations).
   double write_of_ceiling = 0.0;
@@ -40,10 +43,12 @@ struct DiskPoint {
 bool disk_measurement_available() noexcept;
 
 /// Measures one (page size, queue depth) in `dir` (its files are removed
-/// after): about `bytes` of payload per iteration. ConfigError: a page size
-/// that is not a multiple of 64 bytes, no liburing, a block that did not read
-/// back verified.
+/// after): about `bytes` of payload per iteration. `sync_batch`: the store
+/// runs under DiskSync::Batch (a block is stored once an fdatasync covered
+/// it) and the ceiling's write ends with one fdatasync. ConfigError: a page
+/// size that is not a multiple of 64 bytes, no liburing, a block that did not
+/// read back verified.
 DiskPoint measure_disk(const std::filesystem::path& dir, std::size_t page_bytes, unsigned queue_depth,
-                       std::size_t bytes, std::size_t iterations);
+                       std::size_t bytes, std::size_t iterations, bool sync_batch = false);
 
 }  // namespace kvtier::measure

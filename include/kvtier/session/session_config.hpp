@@ -28,6 +28,9 @@ struct DiskTierSettings {
   unsigned backlog = 128;
   /// Discard a tier of another layout found there (otherwise a ConfigError).
   bool reformat = false;
+  /// A block counts as stored once an fdatasync covered it (DiskSync::Batch:
+  /// power-loss durable, one fdatasync per batch), not once its write completed.
+  bool sync_batch = false;
 };
 inline constexpr const char* kDiskTierFile = "kvtier-g3.slots";
 

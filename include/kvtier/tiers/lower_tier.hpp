@@ -36,6 +36,7 @@ struct LowerTierStats {
   std::uint64_t format_refusals = 0;
   std::uint64_t evictions = 0;
   std::uint64_t writes_refused = 0;  // writes turned away for want of room (the block was not kept)
+  std::uint64_t syncs = 0;           // G3 under a sync policy: fdatasyncs that made written blocks durable
   /// Wall time during which at least one write (read) was in flight, seen at
   /// poll time: an upper bound, so bytes / busy time is a floor on bandwidth.
   double write_busy_s = 0.0;

@@ -17,6 +17,8 @@
 // whole, or one whose check fails at its first read, which drops it and
 // zeroes its header. The restart's scan reads headers only; the payload
 // behind each is checked when it is first read, as every read is.
+// Under DiskSync::Batch a completed write waits (still Writing) for the next
+// fdatasync, issued whenever writes are waiting and none is in flight.
 //   Resident -> pinned while reads use it; evictable (LRU) when not
 // Memory grows with the slots used, not with the capacity; a full file
 // system (ENOSPC) turns into eviction: slots that never held a block are
@@ -31,6 +33,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -45,6 +48,17 @@
 #include "kvtier/tiers/tier_key.hpp"
 
 namespace kvtier::tiers::disk {
+
+/// When a written block counts as stored. None: once its write completed (it
+/// is in the page cache or the device's cache: a process crash keeps it, a
+/// power loss may not). Batch: once an fdatasync issued after its write
+/// completed has completed; one fdatasync covers every write that completed
+/// while the previous one ran (a group commit), so the cost is per batch,
+/// not per block.
+enum class DiskSync : std::uint8_t { None, Batch };
+const char* disk_sync_name(DiskSync sync) noexcept;
+/// "none" or "batch"; ConfigError otherwise.
+DiskSync parse_disk_sync(std::string_view text);
 
 struct DiskStoreConfig {
   /// Created (0600, its directory 0700) when missing; refused when it is a
@@ -69,6 +83,7 @@ struct DiskStoreConfig {
   /// (ModelGeometry::block_fingerprint), so a record serves only its group
   /// and format (BlockFormats). Empty: one layout.
   std::vector<std::uint64_t> group_formats{};
+  DiskSync sync = DiskSync::None;
 };
 
 /// Faults a test or the script injects: the Nth operation of a kind that
@@ -79,6 +94,7 @@ struct DiskFaults {
   int write_errno = ENOSPC;      // a full disk
   std::uint64_t fail_read = 0;   // a block read fails with EIO
   std::uint64_t short_read = 0;  // a block read comes back with half its bytes
+  std::uint64_t fail_sync = 0;   // an fdatasync fails with EIO: the writes it covered are not stored
   /// A file system about to fill: this many more slots that never held a
   /// block can be written, then such writes fail with ENOSPC (a sparse file
   /// on a full disk); slots written before still take writes.
@@ -156,7 +172,7 @@ class DiskStore final : public LowerTier {
     std::uint32_t pins = 0;
     std::list<std::uint32_t>::iterator lru;  // valid while Resident and unpinned
   };
-  enum class Phase : std::uint8_t { Write, Read, Invalidate };
+  enum class Phase : std::uint8_t { Write, Read, Invalidate, Sync };
   struct Operation {
     Phase phase = Phase::Write;
     std::uint32_t slot = 0;
@@ -196,6 +212,13 @@ class DiskStore final : public LowerTier {
   /// Moves backlogged operations into the queue while it has room (reads first).
   void pump();
   void finish(const IoQueue::Completion& real, LowerTierProgress& progress);
+  /// A slot whose write completed (and, under a sync policy, was synced) holds its block now.
+  void make_resident(std::uint32_t slot, LowerTierProgress& progress);
+  /// A write that did not reach the disk whole (or was not synced): the slot is free again.
+  void fail_write(std::uint32_t slot);
+  /// Under DiskSync::Batch: the fdatasync of what waits for one, unless one is in flight.
+  void start_sync();
+  void finish_sync(std::int64_t result, LowerTierProgress& progress);
   /// The result an injected fault turns `result` into.
   std::int64_t faulted(Phase phase, const Slot& slot, std::int64_t result);
 
@@ -228,6 +251,10 @@ class DiskStore final : public LowerTier {
   LowerTierStats stats_;
   bool disk_full_ = false;
   std::vector<std::uint32_t> parked_;  // free slots that never held a block, while the file system is full
+  DiskSync sync_ = DiskSync::None;
+  std::vector<std::uint32_t> unsynced_;  // written, waiting for the next fdatasync
+  std::vector<std::uint32_t> syncing_;   // written, covered by the fdatasync in flight
+  bool sync_in_flight_ = false;
   std::uint64_t writes_while_full_ = 0;
   DiskFaults faults_;  // counted down as operations complete
   BusyClock write_clock_;

@@ -17,8 +17,8 @@ class IoQueue {
     std::int64_t result = 0;  // bytes moved, or -errno
   };
 
-  /// At most `depth` operations in flight (a linked pair may add one: the
-  /// ring holds twice as many). ConfigError when io_uring is
+  /// At most `depth` operations in flight (the ring holds twice as many).
+  /// ConfigError when io_uring is
   /// unavailable (a kernel without it, a seccomp filter that forbids it).
   explicit IoQueue(unsigned depth);
   IoQueue(const IoQueue&) = delete;
@@ -36,6 +36,9 @@ class IoQueue {
   bool read(int fd, std::span<std::byte> into, std::uint64_t offset, std::uint64_t tag);
   /// Queues a write, as read.
   bool write(int fd, std::span<const std::byte> from, std::uint64_t offset, std::uint64_t tag);
+  /// Queues an fdatasync of `fd`: it covers the writes that completed before
+  /// it was submitted (result 0, or -errno), as read.
+  bool sync(int fd, std::uint64_t tag);
   /// Submits what was queued since the last submit (one system call).
   void submit();
   /// The completions that arrived, without blocking (submits first).
