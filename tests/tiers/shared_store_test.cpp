@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 #include <vector>
@@ -96,6 +97,36 @@ std::size_t fetch(SharedStore& store, std::uint64_t first, std::uint64_t last) {
     ++whole;
   }
   return whole;
+}
+
+/// A reader that keeps at most `values` looked-up values for their reads (0: lookups fetch headers only).
+SharedStoreConfig staging(const std::vector<std::string>& urls, std::uint32_t values) {
+  SharedStoreConfig c = config(urls);
+  c.max_staged_values = values;
+  return c;
+}
+
+/// Flips the last byte of block n's value in the store: its payload changes under its header.
+void flip_last_byte(RedisServers& redis, const SharedStore& store, std::uint64_t n) {
+  const std::string key = store.key(block(n).plh);
+  const std::string length = redis.cli(0, "strlen " + key);
+  ASSERT_EQ(redis.cli(0, "setrange " + key + " " + std::to_string(std::stol(length) - 1) + " X"), length);
+}
+
+/// Blocks 1 to 3 read into pages of 0xEE bytes, and what the poll after it collected.
+struct FirstThree {
+  std::vector<std::vector<std::byte>> pages;
+  LowerTierProgress progress;
+};
+FirstThree read_first_three(SharedStore& reader) {
+  FirstThree out{
+      .pages = std::vector<std::vector<std::byte>>(3, std::vector<std::byte>(reader.page_bytes(), std::byte{0xEE})),
+      .progress = {}};
+  std::vector<std::byte*> pointers{out.pages[0].data(), out.pages[1].data(), out.pages[2].data()};
+  EXPECT_TRUE(reader.read(plhs(1, 3), pointers).has_value());
+  out.progress = reader.poll(true);
+  EXPECT_EQ(out.progress.reads.size(), 1U);
+  return out;
 }
 
 TEST(RedisUrl, ParsesHostAndPortAndRefusesTheRest) {
@@ -245,20 +276,13 @@ TEST(SharedStore, AValueDamagedBetweenLookupAndReadIsNeverServed) {
   KVTIER_REQUIRE_REDIS(redis);
   SharedStore store(config(redis.urls()), layout());
   ASSERT_EQ(publish(store, 1, 3), 3U);
-  SharedStoreConfig headers_only = config(redis.urls());
-  headers_only.max_staged_values = 0;
-  SharedStore reader(headers_only, layout());
+  SharedStore reader(staging(redis.urls(), 0), layout());
   const auto found = reader.lookup(plhs(1, 3));
   ASSERT_TRUE(found[0] && found[1] && found[2]);
   // The payload changes under its header: one byte flipped at its end, and block 3 gone.
-  const std::string key = store.key(block(2).plh);
-  const std::string length = redis.cli(0, "strlen " + key);
-  ASSERT_EQ(redis.cli(0, "setrange " + key + " " + std::to_string(std::stol(length) - 1) + " X"), length);
+  flip_last_byte(redis, store, 2);
   ASSERT_EQ(redis.cli(0, "del " + store.key(block(3).plh)), "1");
-  std::vector<std::vector<std::byte>> pages(3, std::vector<std::byte>(reader.page_bytes(), std::byte{0xEE}));
-  std::vector<std::byte*> pointers{pages[0].data(), pages[1].data(), pages[2].data()};
-  ASSERT_TRUE(reader.read(plhs(1, 3), pointers).has_value());
-  const LowerTierProgress progress = reader.poll(true);
+  const auto [pages, progress] = read_first_three(reader);
   ASSERT_EQ(progress.reads.size(), 1U);
   EXPECT_EQ(progress.reads[0].ok, (std::vector<bool>{true, false, false}));
   EXPECT_EQ(pages[0], page_of(1, reader.page_bytes()));
@@ -279,12 +303,7 @@ TEST(SharedStore, ALookupFetchesVerifiedValuesAndTheReadServesThemWithoutAnother
   KVTIER_REQUIRE_REDIS(redis);
   SharedStore store(config(redis.urls()), layout());
   ASSERT_EQ(publish(store, 1, 4), 4U);
-  const auto flip_last_byte = [&](std::uint64_t n) {
-    const std::string key = store.key(block(n).plh);
-    const std::string length = redis.cli(0, "strlen " + key);
-    ASSERT_EQ(redis.cli(0, "setrange " + key + " " + std::to_string(std::stol(length) - 1) + " X"), length);
-  };
-  flip_last_byte(4);  // before the lookup
+  flip_last_byte(redis, store, 4);  // before the lookup
   SharedStore reader(config(redis.urls()), layout());
   const auto found = reader.lookup(plhs(1, 6));
   EXPECT_TRUE(found[0] && found[1] && found[2]);
@@ -293,7 +312,7 @@ TEST(SharedStore, ALookupFetchesVerifiedValuesAndTheReadServesThemWithoutAnother
   EXPECT_EQ(reader.stats().checksum_failures, 1U);
   EXPECT_EQ(redis.cli(0, "exists " + store.key(block(4).plh)), "0");
   EXPECT_EQ(reader.shared_stats().values_staged, 3U);
-  flip_last_byte(2);  // after it
+  flip_last_byte(redis, store, 2);  // after it
   ASSERT_EQ(redis.cli(0, "del " + store.key(block(3).plh)), "1");
   const auto processed = [&] {
     const std::string stats = redis.cli(0, "info stats");
@@ -301,10 +320,7 @@ TEST(SharedStore, ALookupFetchesVerifiedValuesAndTheReadServesThemWithoutAnother
     return std::stoull(stats.substr(at + 25));
   };
   const std::uint64_t before = processed();
-  std::vector<std::vector<std::byte>> pages(3, std::vector<std::byte>(reader.page_bytes(), std::byte{0xEE}));
-  std::vector<std::byte*> pointers{pages[0].data(), pages[1].data(), pages[2].data()};
-  ASSERT_TRUE(reader.read(plhs(1, 3), pointers).has_value());
-  const LowerTierProgress progress = reader.poll(true);
+  const auto [pages, progress] = read_first_three(reader);
   ASSERT_EQ(progress.reads.size(), 1U);
   EXPECT_EQ(progress.reads[0].ok, (std::vector<bool>{true, true, true}));
   for (std::uint64_t n = 1; n <= 3; ++n) EXPECT_EQ(pages[n - 1], page_of(n, reader.page_bytes())) << "block " << n;
@@ -324,13 +340,12 @@ TEST(SharedStore, StagedValuesAreBoundedAndTheRestAreReadFromTheStore) {
   KVTIER_REQUIRE_REDIS(redis);
   SharedStore store(config(redis.urls()), layout());
   ASSERT_EQ(publish(store, 1, 6), 6U);
-  SharedStoreConfig small = config(redis.urls());
-  small.max_staged_values = 2;
-  SharedStore reader(small, layout());
-  const auto first = reader.lookup(plhs(1, 2));
-  ASSERT_TRUE(first[0] && first[1]);
-  const auto found = reader.lookup(plhs(3, 6));  // 3 and 4 staged (1 and 2 make room), 5 and 6 by header
-  EXPECT_TRUE(found[0] && found[1] && found[2] && found[3]);
+  SharedStore reader(staging(redis.urls(), 2), layout());
+  const auto found = [](const std::vector<std::optional<g1::TieredBlock>>& blocks) {
+    return std::count_if(blocks.begin(), blocks.end(), [](const auto& b) { return b.has_value(); });
+  };
+  ASSERT_EQ(found(reader.lookup(plhs(1, 2))), 2);
+  EXPECT_EQ(found(reader.lookup(plhs(3, 6))), 4);  // 3 and 4 staged (1 and 2 make room), 5 and 6 by header
   EXPECT_EQ(reader.shared_stats().values_staged, 4U);
   EXPECT_EQ(reader.shared_stats().staged_unread, 2U);
   EXPECT_EQ(fetch(reader, 1, 6), 6U);  // every block served with its own bytes, staged or not
