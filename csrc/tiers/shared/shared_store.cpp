@@ -424,27 +424,29 @@ void SharedStore::run_writes(std::vector<WriteJob>& jobs) {
   const auto set_command = [&](const WriteJob& job) {
     return RedisCommand{.args = {"SET", job.key}, .formatted = std::string_view(job.command.get(), job.command_bytes)};
   };
-  // STRLEN beside each SET NX: a value NX finds there must look like a block's
-  // (an empty value or another type under our key would refuse the block forever).
   std::vector<RedisCommand> commands;
-  for (const WriteJob& job : jobs) {
-    commands.push_back(RedisCommand{.args = {"STRLEN", job.key}});
-    commands.push_back(set_command(job));
-  }
+  for (const WriteJob& job : jobs) commands.push_back(set_command(job));
   auto replies = worker_cluster_.run(commands, worker_deadline(config_.timeout, commands.size()));
-  const auto plausible = [&](const redisReply* length) {
-    if (length == nullptr || length->type != REDIS_REPLY_INTEGER) return false;
-    const auto bytes = static_cast<std::size_t>(std::max<long long>(length->integer, 0));
-    return bytes > page_bytes_ && bytes <= max_value_bytes_ && (bytes - page_bytes_) % kRecordAlignment == 0;
-  };
-  // Values NX refused that are not a block's: deleted, then published again.
-  std::vector<std::size_t> poisoned;
+  // A value NX refused must look like a block's (an empty value or another
+  // type under our key would refuse the block forever): its length is asked
+  // then, in a second round trip only publishes that found a value pay.
+  std::vector<std::size_t> refused;
   for (std::size_t i = 0; i < jobs.size(); ++i) {
-    const redisReply* length = replies[2 * i].get();
-    const redisReply* set = replies[2 * i + 1].get();
-    if (set != nullptr && set->type == REDIS_REPLY_NIL &&
-        (error_starts(length, "WRONGTYPE") || (answered(length) && !plausible(length)))) {
-      poisoned.push_back(i);
+    if (replies[i] != nullptr && replies[i]->type == REDIS_REPLY_NIL) refused.push_back(i);
+  }
+  std::vector<std::size_t> poisoned;  // deleted, then published again
+  if (!refused.empty()) {
+    std::vector<RedisCommand> lengths;
+    for (const std::size_t i : refused) lengths.push_back(RedisCommand{.args = {"STRLEN", jobs[i].key}});
+    const auto answers = worker_cluster_.run(lengths, worker_deadline(config_.timeout, lengths.size()));
+    const auto plausible = [&](const redisReply* length) {
+      if (length == nullptr || length->type != REDIS_REPLY_INTEGER) return false;
+      const auto bytes = static_cast<std::size_t>(std::max<long long>(length->integer, 0));
+      return bytes > page_bytes_ && bytes <= max_value_bytes_ && (bytes - page_bytes_) % kRecordAlignment == 0;
+    };
+    for (std::size_t k = 0; k < refused.size(); ++k) {
+      const redisReply* length = answers[k].get();
+      if (error_starts(length, "WRONGTYPE") || (answered(length) && !plausible(length))) poisoned.push_back(refused[k]);
     }
   }
   if (!poisoned.empty()) {
@@ -454,7 +456,7 @@ void SharedStore::run_writes(std::vector<WriteJob>& jobs) {
       again.push_back(set_command(jobs[i]));
     }
     auto retried = worker_cluster_.run(again, worker_deadline(config_.timeout, again.size()));
-    for (std::size_t k = 0; k < poisoned.size(); ++k) replies[2 * poisoned[k] + 1] = std::move(retried[2 * k + 1]);
+    for (std::size_t k = 0; k < poisoned.size(); ++k) replies[poisoned[k]] = std::move(retried[2 * k + 1]);
   }
   const double took = seconds_since(start);
   std::lock_guard lock(mutex_);
@@ -463,7 +465,7 @@ void SharedStore::run_writes(std::vector<WriteJob>& jobs) {
   shared_.values_deleted += poisoned.size();
   std::size_t failed = 0;
   for (std::size_t i = 0; i < jobs.size(); ++i) {
-    const redisReply* reply = replies[2 * i + 1].get();
+    const redisReply* reply = replies[i].get();
     shared_.answered += answered(reply) ? 1 : 0;
     WriteDone done{.block = std::move(jobs[i].block), .stored = false};
     if (reply != nullptr && reply->type == REDIS_REPLY_STATUS) {  // OK: this SET stored it
