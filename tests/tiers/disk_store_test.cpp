@@ -262,8 +262,6 @@ TEST_F(DiskStoreTest, UnderBatchSyncABlockIsStoredOnlyOnceAnFdatasyncCoveredIt) 
   DiskStore reopened(c, layout());
   EXPECT_EQ(reopened.used(), 17U);
   EXPECT_TRUE(read_back(reopened, 18));
-  EXPECT_EQ(parse_disk_sync("batch"), DiskSync::Batch);
-  EXPECT_THROW((void)parse_disk_sync("always"), ConfigError);
 }
 
 TEST_F(DiskStoreTest, AnotherLayoutIsRefusedUnlessReformatted) {

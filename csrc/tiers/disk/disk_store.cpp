@@ -12,14 +12,6 @@
 
 namespace kvtier::tiers::disk {
 
-const char* disk_sync_name(DiskSync sync) noexcept { return sync == DiskSync::Batch ? "batch" : "none"; }
-
-DiskSync parse_disk_sync(std::string_view text) {
-  if (text == "none") return DiskSync::None;
-  if (text == "batch") return DiskSync::Batch;
-  throw ConfigError("unknown disk sync policy '" + std::string(text) + "' (none | batch)");
-}
-
 void DiskStore::BusyClock::start() {
   if (in_flight++ == 0) since = std::chrono::steady_clock::now();
 }

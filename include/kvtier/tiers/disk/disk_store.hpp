@@ -33,7 +33,6 @@
 #include <memory>
 #include <optional>
 #include <span>
-#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -56,9 +55,6 @@ namespace kvtier::tiers::disk {
 /// while the previous one ran (a group commit), so the cost is per batch,
 /// not per block.
 enum class DiskSync : std::uint8_t { None, Batch };
-const char* disk_sync_name(DiskSync sync) noexcept;
-/// "none" or "batch"; ConfigError otherwise.
-DiskSync parse_disk_sync(std::string_view text);
 
 struct DiskStoreConfig {
   /// Created (0600, its directory 0700) when missing; refused when it is a
