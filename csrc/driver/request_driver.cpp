@@ -78,12 +78,15 @@ g1::G1Acquire RequestDriver::allocate(g1::OwnerId owner, ActiveSequence& sequenc
     sequence.commit_allocation(std::max(cumulative_tokens, sequence.num_allocated_tokens()));
     return g1::G1Acquire::ready(0);
   }
-  std::size_t reusable = reuse.value_or(0);
+  g1::G1Acquire acquire;
   if (!reuse && manager_->backend() == g1::G1Backend::Native && manager_->enable_prefix_caching() &&
       sequence.num_allocated_tokens() == 0 && !manager_->has_owner(owner)) {
-    reusable = std::min(resident_prefix(sequence), use->blocks.size());
+    // The first allocation's blocks lead the sequence: their resident run is
+    // the prefix hit, whose pages the Use takes as found (get_computed_blocks).
+    acquire = manager_->process_for_request(owner, *use, manager_->computed_prefix(use->blocks, computed_));
+  } else {
+    acquire = manager_->process_for_request(owner, *use, reuse.value_or(0));
   }
-  const g1::G1Acquire acquire = manager_->process_for_request(owner, *use, reusable);
   if (acquire.is_ready()) sequence.commit_allocation(cumulative_tokens);
   return acquire;
 }

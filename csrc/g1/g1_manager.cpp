@@ -121,6 +121,16 @@ G1Acquire G1Manager::process_for_request(OwnerId owner, const UseSignal& signal,
   return backend_->process_use(owner, signal, reusable_prefix_blocks);
 }
 
+G1Acquire G1Manager::process_for_request(OwnerId owner, const UseSignal& signal, const ComputedPrefix& computed) {
+  validate_use(signal);
+  return backend_->process_use_computed(owner, signal, computed);
+}
+
+const ComputedPrefix& G1Manager::computed_prefix(std::span<const UniqueBlock> blocks, ComputedPrefix& into) const {
+  backend_->computed_prefix(blocks, into);
+  return into;
+}
+
 G1Acquire G1Manager::process_for_request(OwnerId owner, const DerefSignal& signal,
                                          std::size_t /*reusable_prefix_blocks*/) {
   backend_->process_deref(owner, signal);

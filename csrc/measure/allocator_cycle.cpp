@@ -32,6 +32,7 @@ double exact_median(std::vector<double> values) {
 bool replay_through_backend(const RequestStream& s, g1::G1Manager& manager) {
   std::deque<g1::OwnerId> live;
   std::uint64_t next_owner = 1;
+  g1::ComputedPrefix computed;  // reused: the probe allocates nothing once grown
   for (const auto& request : s.requests) {
     if (live.size() == s.live) {
       const DerefSignal& deref = s.requests[live.front().value() - 1].deref;
@@ -42,10 +43,10 @@ bool replay_through_backend(const RequestStream& s, g1::G1Manager& manager) {
     const g1::OwnerId owner(next_owner++);
     live.push_back(owner);
     if (request.use.blocks.empty()) continue;  // a prompt shorter than one block holds no page
-    std::size_t prefix = 0;                    // what a scheduler asks first: the resident prefix
-    while (prefix < request.use.blocks.size() && manager.is_cached(request.use.blocks[prefix].hash())) ++prefix;
-    const std::size_t reuse = manager.backend() == g1::G1Backend::Native ? prefix : 0;
-    if (!manager.process_for_request(owner, request.use, reuse).is_ready()) return false;
+    // What a scheduler asks first (get_computed_blocks), handed to the Use
+    // (allocate_slots); KVBM matches by lineage on its own and ignores it.
+    manager.computed_prefix(request.use.blocks, computed);
+    if (!manager.process_for_request(owner, request.use, computed).is_ready()) return false;
     manager.finalize_computed_prefix(owner, 0, request.use.blocks.size() * s.block_size);
   }
   return true;

@@ -8,6 +8,7 @@
 #include "kvtier/core/active_sequence.hpp"
 #include "kvtier/core/errors.hpp"
 #include "kvtier/core/move_block.hpp"
+#include "kvtier/g1/computed_prefix.hpp"
 #include "kvtier/g1/g1_types.hpp"
 #include "kvtier/g1/offload_tier.hpp"
 
@@ -24,6 +25,11 @@ class BlockManager {
   /// The same for a Use or a Deref the caller holds as such: no MoveBlock is
   /// built around it (that copy would cost one allocation per token-id list).
   virtual G1Acquire process_use(OwnerId owner, const UseSignal& signal, std::size_t reusable_prefix_blocks) = 0;
+  /// A request's first Use handed its get_computed_blocks result: the
+  /// default reuses its length (a backend that keeps no pages looks it up again).
+  virtual G1Acquire process_use_computed(OwnerId owner, const UseSignal& signal, const ComputedPrefix& computed) {
+    return process_use(owner, signal, computed.blocks);
+  }
   virtual void process_deref(OwnerId owner, const DerefSignal& signal) = 0;
   /// Native: makes computed pending blocks visible. KVBM: no-op.
   virtual void finalize_computed_prefix(OwnerId owner, std::size_t before, std::size_t after) = 0;
@@ -52,6 +58,15 @@ class BlockManager {
   virtual std::vector<OwnerId> owners() const = 0;
   /// A hash-addressable copy of `hash` is resident (active or inactive).
   virtual bool is_cached(SequenceHash hash) const = 0;
+  /// vLLM's get_computed_blocks: the resident leading run of `blocks`' full
+  /// blocks into `into`. The default asks is_cached block by block and keeps no pages.
+  virtual void computed_prefix(std::span<const UniqueBlock> blocks, ComputedPrefix& into) const {
+    into.pages.clear();
+    into.generation = 0;
+    std::size_t n = 0;
+    while (n < blocks.size() && blocks[n].is_full() && is_cached(blocks[n].hash())) ++n;
+    into.blocks = n;
+  }
   /// Bytes of per-page and per-block bookkeeping held now.
   virtual std::size_t metadata_bytes() const = 0;
   /// Checks every internal invariant — each page in a table is held (never

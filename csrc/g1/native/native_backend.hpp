@@ -69,6 +69,9 @@ class NativeBackend final : public detail::TabledBackend<detail::NativeOwnerTabl
   G1Acquire process_use(OwnerId owner, const UseSignal& signal, std::size_t reusable_prefix_blocks) override {
     return use(owner, signal, reusable_prefix_blocks, nullptr);
   }
+  G1Acquire process_use_computed(OwnerId owner, const UseSignal& signal, const ComputedPrefix& computed) override {
+    return use(owner, signal, computed.blocks, nullptr, &computed);
+  }
   void process_deref(OwnerId owner, const DerefSignal& signal) override;
   void finalize_computed_prefix(OwnerId owner, std::size_t before, std::size_t after) override;
 
@@ -93,6 +96,7 @@ class NativeBackend final : public detail::TabledBackend<detail::NativeOwnerTabl
   // What it holds (native_audit.cpp).
   G1Metrics metrics() const override;
   bool is_cached(SequenceHash hash) const override { return pool_.is_resident(hash); }
+  void computed_prefix(std::span<const UniqueBlock> blocks, ComputedPrefix& into) const override;
   std::size_t quarantined() const override { return pool_.quarantined(); }
   std::size_t metadata_bytes() const override;
   void audit() const override;
@@ -109,7 +113,9 @@ class NativeBackend final : public detail::TabledBackend<detail::NativeOwnerTabl
     detail::DestinationPrompt prompt;
   };
 
-  G1Acquire use(OwnerId owner, const UseSignal& signal, std::size_t reusable, NativeReservation* decode);
+  /// `computed`: the pages of the reused prefix as get_computed_blocks found them.
+  G1Acquire use(OwnerId owner, const UseSignal& signal, std::size_t reusable, NativeReservation* decode,
+                const ComputedPrefix* computed = nullptr);
   void validate_use(OwnerId owner, const UseSignal& signal, std::size_t reusable) const;
   void commit_use(OwnerId owner, const UseSignal& signal, NativeReservation& reservation);
   void promote(OwnerId owner, const PromoteSignal& signal) override;
@@ -120,8 +126,10 @@ class NativeBackend final : public detail::TabledBackend<detail::NativeOwnerTabl
   /// tier (docs/offload.md): nullopt with `blocked` set when a copy now reads
   /// some of them, nullopt alone when capacity is exhausted. Removed events
   /// of the evictions are published either way.
+  /// Exact with `computed`: its pages are pinned without a second lookup while current.
   std::optional<NativeReserveOutcome> reserve_with_offload(PrefixRule rule, std::span<const SequenceHash> prefix,
-                                                           std::uint32_t total, G1Acquire& blocked);
+                                                           std::uint32_t total, G1Acquire& blocked,
+                                                           const ComputedPrefix* computed = nullptr);
   void on_offload_attached() override;
   /// What the tier must know of a cached page's block when it is evicted.
   void remember_for_tier(PageId page, const TieredBlock& block);

@@ -1,5 +1,6 @@
 #include "g1/native/native_block_pool.hpp"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -118,6 +119,41 @@ std::optional<NativeReserveOutcome> NativeBlockPool::reserve_exact_prefix(std::s
   return reserve_hits(hits, total - static_cast<std::uint32_t>(hits.size()));
 }
 
+void NativeBlockPool::resident_run(std::span<const UniqueBlock> blocks, std::vector<PageId>& pages) const {
+  pages.clear();
+  const auto prefetch = [&](std::size_t at) {
+    if (at < blocks.size() && blocks[at].is_full()) index_.prefetch(blocks[at].hash().value());
+  };
+  for (std::size_t at = 0; at < kPrefetchAhead; ++at) prefetch(at);
+  for (std::size_t at = 0; at < blocks.size() && blocks[at].is_full(); ++at) {
+    prefetch(at + kPrefetchAhead);
+    const std::uint32_t page = index_.find(blocks[at].hash().value());
+    if (page == kNoPage) break;
+    pages.emplace_back(page);
+  }
+}
+
+std::optional<NativeReserveOutcome> NativeBlockPool::reserve_looked_up_prefix(std::span<const SequenceHash> candidates,
+                                                                              std::span<const PageId> pages,
+                                                                              std::uint64_t generation,
+                                                                              std::uint32_t total) {
+  if (generation != generation_ || pages.size() != candidates.size()) return reserve_exact_prefix(candidates, total);
+  KVTIER_EXPECTS(candidates.size() <= total, "prefix of " + std::to_string(candidates.size()) +
+                                                 " blocks exceeds the reservation of " + std::to_string(total));
+  std::vector<PrefixPin> hits;
+  hits.reserve(candidates.size());
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    // The index has not changed since these pages were looked up, so each is
+    // its hash's primary copy still; a page of another hash is a caller's mix-up.
+    KVTIER_EXPECTS(pages[i].value() < capacity_ && pages_[pages[i].value()].state == PageState::Cached &&
+                       pages_[pages[i].value()].hash == candidates[i].value(),
+                   "computed prefix page " + std::to_string(pages[i].value()) + " does not hold hash " +
+                       std::to_string(candidates[i].value()));
+    hits.push_back({candidates[i], pages[i]});
+  }
+  return reserve_hits(hits, total - static_cast<std::uint32_t>(hits.size()));
+}
+
 std::optional<NativeReserveOutcome> NativeBlockPool::reserve_resident_prefix(std::span<const SequenceHash> candidates,
                                                                              std::uint32_t total) {
   std::vector<PrefixPin> hits;
@@ -161,11 +197,21 @@ NativeReserveOutcome NativeBlockPool::commit_reservation(std::span<const PrefixP
     if (pages_[page].in_lru) lru_unlink(page);
     ++pages_[page].pins;
   }
+  // Each eviction erases its hash from the index: start loading the index
+  // slots of the next LRU victims a few ahead, so their misses overlap.
+  std::uint32_t ahead = lru_head_;
+  const auto prefetch_ahead = [&] {
+    if (ahead == kNoPage) return;
+    index_.prefetch(pages_[ahead].hash);
+    ahead = pages_[ahead].next;
+  };
+  for (std::uint32_t i = 0; i < std::min(needed, kPrefetchAhead); ++i) prefetch_ahead();
   for (std::uint32_t i = 0; i < needed; ++i) {
+    prefetch_ahead();
     const std::uint32_t page = take_victim();
     const SequenceHash hash(pages_[page].hash);
     if (!quarantine_ || !(index_.find(hash.value()) == page && pages_[page].dup_next == kNoPage)) {
-      if (auto removed = drop_victim(page)) outcome.removed.push_back(*removed);
+      if (drop_victim(page)) outcome.removed.push_back(hash);
       continue;
     }
     unlink_from_hash_chain(page);                 // the last copy: its hash leaves the index
@@ -224,6 +270,7 @@ bool NativeBlockPool::cache_private(PageId page, SequenceHash hash) {
   ++cached_refs_;
   if (order_) lineage_[page.value()] = PositionalLineageHash(hash, std::nullopt, 0);  // a root until set_lineage
   const std::uint32_t primary = index_.insert_or_find(page.value());
+  ++generation_;
   if (primary == page.value()) return true;
   std::uint32_t tail = primary;
   while (pages_[tail].dup_next != kNoPage) tail = pages_[tail].dup_next;
@@ -242,9 +289,11 @@ void NativeBlockPool::release(PageId page) {
   }
   KVTIER_EXPECTS(e.state == PageState::Cached && e.refs != 0,
                  "release of page " + std::to_string(page.value()) + " which holds no reference");
-  --e.refs;
+  // Tested on the decremented value, not re-read: a wide load of refs and pins
+  // right after the narrow store to refs stalls on store forwarding.
+  const std::uint32_t refs = --e.refs;
   --cached_refs_;
-  if (e.refs == 0 && e.pins == 0) lru_push_tail(page.value());
+  if (refs == 0 && e.pins == 0) lru_push_tail(page.value());
 }
 
 void NativeBlockPool::unpin(std::uint32_t page) noexcept {
@@ -261,6 +310,7 @@ void NativeBlockPool::cancel(NativeReservation& reservation) noexcept {
 }
 
 bool NativeBlockPool::unlink_from_hash_chain(std::uint32_t page) noexcept {
+  ++generation_;
   // One probe run: the primary's slot is edited in place.
   const std::size_t slot = index_.find_slot(pages_[page].hash);
   const std::uint32_t primary = index_.id_at(slot);
@@ -295,16 +345,17 @@ std::uint32_t NativeBlockPool::take_victim() {
 
 std::optional<SequenceHash> NativeBlockPool::evict_one() {
   KVTIER_EXPECTS(inactive_len_ != 0, "evict_one on an empty inactive list");
-  return drop_victim(take_victim());
+  const std::uint32_t page = take_victim();
+  const SequenceHash hash(pages_[page].hash);
+  if (drop_victim(page)) return hash;
+  return std::nullopt;
 }
 
-std::optional<SequenceHash> NativeBlockPool::drop_victim(std::uint32_t page) noexcept {
-  const SequenceHash hash(pages_[page].hash);
+bool NativeBlockPool::drop_victim(std::uint32_t page) noexcept {
   const bool last_copy = unlink_from_hash_chain(page);
   free_page(page);
   --copies_;
-  if (last_copy) return hash;
-  return std::nullopt;
+  return last_copy;
 }
 
 void NativeBlockPool::release_quarantined(PageId page) {

@@ -8,6 +8,7 @@
 #include "g1/common/id_index.hpp"
 #include "kvtier/core/lineage_hash.hpp"
 #include "kvtier/core/strong_id.hpp"
+#include "kvtier/core/unique_block.hpp"
 #include "kvtier/g1/eviction_policy.hpp"
 
 namespace kvtier::g1 {
@@ -54,6 +55,9 @@ class NativeBlockPool {
   NativeBlockPool(const NativeBlockPool&) = delete;  // the index points into this object
   NativeBlockPool& operator=(const NativeBlockPool&) = delete;
 
+  /// How many victims (or blocks) ahead the loops prefetch index slots.
+  static constexpr std::uint32_t kPrefetchAhead = 8;
+
   struct PrefixHit {
     PageId page;
     bool is_active;
@@ -61,6 +65,21 @@ class NativeBlockPool {
   /// The primary cached copy of `hash`, if any.
   std::optional<PrefixHit> prefix_hit(SequenceHash hash) const noexcept;
   bool is_resident(SequenceHash hash) const noexcept { return index_.find(hash.value()) != kNoPage; }
+  /// Starts loading `hash`'s index slot: a loop about to cache or look up
+  /// many hashes calls it a few ahead, so their cache misses overlap.
+  void prefetch(SequenceHash hash) const noexcept { index_.prefetch(hash.value()); }
+  /// Starts loading a page's record (a release loop's, a few pages ahead).
+  void prefetch(PageId page) const noexcept {
+    if (page.value() < capacity_) __builtin_prefetch(&pages_[page.value()], 1);
+  }
+
+  /// The primary copies of the leading resident run of `blocks` (full ones)
+  /// into `pages`, looked up a few blocks ahead so their misses overlap.
+  void resident_run(std::span<const UniqueBlock> blocks, std::vector<PageId>& pages) const;
+  /// Counts every change of the hash index (a copy cached, evicted or
+  /// promoted to primary): pages looked up at one generation are exactly what
+  /// a lookup gives while it stays the same.
+  std::uint64_t generation() const noexcept { return generation_; }
 
   /// Empty prefix: reserve_fresh; else reserve_exact_prefix(prefix, prefix.size() + fresh).
   std::optional<NativeReserveOutcome> reserve(std::span<const SequenceHash> prefix, std::uint32_t fresh);
@@ -69,6 +88,11 @@ class NativeBlockPool {
   /// is no longer resident") and candidates <= total.
   std::optional<NativeReserveOutcome> reserve_exact_prefix(std::span<const SequenceHash> candidates,
                                                            std::uint32_t total);
+  /// reserve_exact_prefix for a prefix whose primary copies `pages` were
+  /// looked up at `generation`: no second lookup while it is current.
+  std::optional<NativeReserveOutcome> reserve_looked_up_prefix(std::span<const SequenceHash> candidates,
+                                                               std::span<const PageId> pages, std::uint64_t generation,
+                                                               std::uint32_t total);
   /// Pins the longest resident leading run of candidates; the rest is fresh.
   std::optional<NativeReserveOutcome> reserve_resident_prefix(std::span<const SequenceHash> candidates,
                                                               std::uint32_t total);
@@ -167,8 +191,10 @@ class NativeBlockPool {
   /// Unlinks the next victim: the LRU's head, or with an inactive order the
   /// LRU's redundant copies first, then the order's choice.
   std::uint32_t take_victim();
-  /// Frees an unlinked victim; its hash when that was the hash's last copy.
-  std::optional<SequenceHash> drop_victim(std::uint32_t page) noexcept;
+  /// Frees an unlinked victim; true when it was its hash's last copy. (A bool,
+  /// not the optional hash: that one went through the stack and stalled on
+  /// store forwarding in the eviction loop.)
+  bool drop_victim(std::uint32_t page) noexcept;
   void free_page(std::uint32_t page) noexcept;
   std::uint32_t take_free_page() noexcept;
   void unpin(std::uint32_t page) noexcept;
@@ -189,6 +215,7 @@ class NativeBlockPool {
   std::size_t cached_refs_ = 0;
   std::size_t private_copies_ = 0;
   std::uint32_t quarantined_ = 0;  // counted in copies_: not free, not in the LRU
+  std::uint64_t generation_ = 0;
   bool quarantine_ = false;
   std::unique_ptr<EvictionPolicy> order_;       // null: vLLM's LRU alone
   std::vector<PositionalLineageHash> lineage_;  // with an order: each cached page's

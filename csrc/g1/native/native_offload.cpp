@@ -13,10 +13,13 @@ namespace kvtier::g1 {
 
 std::optional<NativeReserveOutcome> NativeBackend::reserve_with_offload(PrefixRule rule,
                                                                         std::span<const SequenceHash> prefix,
-                                                                        std::uint32_t total, G1Acquire& blocked) {
+                                                                        std::uint32_t total, G1Acquire& blocked,
+                                                                        const ComputedPrefix* computed) {
   for (;;) {
-    auto outcome = rule == PrefixRule::Exact ? pool_.reserve(prefix, total - static_cast<std::uint32_t>(prefix.size()))
-                                             : pool_.reserve_resident_prefix(prefix, total);
+    auto outcome = rule == PrefixRule::LongestResident ? pool_.reserve_resident_prefix(prefix, total)
+                   : computed != nullptr && !prefix.empty()
+                       ? pool_.reserve_looked_up_prefix(prefix, computed->pages, computed->generation, total)
+                       : pool_.reserve(prefix, total - static_cast<std::uint32_t>(prefix.size()));
     if (!outcome) return std::nullopt;
     publish_removed(std::exchange(outcome->removed, {}));
     if (outcome->quarantined.empty()) return outcome;

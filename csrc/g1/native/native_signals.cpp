@@ -32,7 +32,14 @@ void NativeBackend::validate_use(OwnerId owner, const UseSignal& signal, std::si
   }
 }
 
-G1Acquire NativeBackend::use(OwnerId owner, const UseSignal& signal, std::size_t reusable, NativeReservation* decode) {
+void NativeBackend::computed_prefix(std::span<const UniqueBlock> blocks, ComputedPrefix& into) const {
+  pool_.resident_run(blocks, into.pages);
+  into.blocks = into.pages.size();
+  into.generation = pool_.generation();
+}
+
+G1Acquire NativeBackend::use(OwnerId owner, const UseSignal& signal, std::size_t reusable, NativeReservation* decode,
+                             const ComputedPrefix* computed) {
   validate_use(owner, signal, reusable);
   if (signal.blocks.empty()) return G1Acquire::ready(0);  // an owner never holds an empty table
   const auto fresh = static_cast<std::uint32_t>(signal.blocks.size() - reusable);
@@ -46,8 +53,8 @@ G1Acquire NativeBackend::use(OwnerId owner, const UseSignal& signal, std::size_t
   prefix.reserve(reusable);
   for (std::size_t i = 0; i < reusable; ++i) prefix.push_back(signal.blocks[i].hash());
   G1Acquire blocked;
-  auto outcome =
-      reserve_with_offload(PrefixRule::Exact, prefix, static_cast<std::uint32_t>(signal.blocks.size()), blocked);
+  auto outcome = reserve_with_offload(PrefixRule::Exact, prefix, static_cast<std::uint32_t>(signal.blocks.size()),
+                                      blocked, computed);
   if (!outcome) return blocked.kind == G1Acquire::Kind::BlockedOnOffload ? blocked : G1Acquire::capacity_exhausted();
   commit_use(owner, signal, outcome->reservation);
   return G1Acquire::ready(signal.blocks.size());
@@ -110,6 +117,9 @@ void NativeBackend::process_deref(OwnerId owner, const DerefSignal& signal) {
   detail::check_deref_lists_tail(owner, owned.blocks, signal);
   for (std::size_t i = 0; i < signal.blocks.size(); ++i) {
     const std::size_t position = owned.blocks.size() - 1;
+    if (position >= NativeBlockPool::kPrefetchAhead) {
+      pool_.prefetch(owned.pages[position - NativeBlockPool::kPrefetchAhead]);
+    }
     pool_.release(owned.pages.back());
     if (owned.blocks.back().is_partial()) live_partials_.erase(owned.blocks.back().uuid());
     if (owned.token_ids.size() > position * block_size_) owned.token_ids.resize(position * block_size_);
@@ -151,6 +161,10 @@ void NativeBackend::finalize_computed_prefix(OwnerId owner, std::size_t before, 
   const std::size_t last = std::min(after / block_size_, owned.blocks.size());
   detail::StoredRuns runs(publisher_, last > first ? last - first : 0);
   for (std::size_t position = first; position < last; ++position) {
+    if (position + NativeBlockPool::kPrefetchAhead < last &&
+        owned.blocks[position + NativeBlockPool::kPrefetchAhead].is_full()) {
+      pool_.prefetch(owned.blocks[position + NativeBlockPool::kPrefetchAhead].hash());
+    }
     if (owned.blocks[position].is_partial()) break;  // the tail is promoted, not finalized
     detail::NativeBlockMeta& meta = owned.meta[position];
     if (!meta.pending_store) {

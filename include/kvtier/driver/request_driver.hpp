@@ -130,6 +130,7 @@ class RequestDriver {
   DecodeStep decode_groups(g1::OwnerId owner, ActiveSequence& sequence, std::optional<TokenId> token);
 
   g1::G1Manager* manager_;
+  g1::ComputedPrefix computed_;  // a first allocation's probe, reused so it allocates nothing
   PageZeroer zero_pages_;
 };
 

@@ -9,6 +9,7 @@
 #include "kvtier/core/active_sequence.hpp"
 #include "kvtier/core/kv_event_publisher.hpp"
 #include "kvtier/core/model_geometry.hpp"
+#include "kvtier/g1/computed_prefix.hpp"
 #include "kvtier/g1/eviction_policy.hpp"
 #include "kvtier/g1/g1_types.hpp"
 #include "kvtier/g1/offload_tier.hpp"
@@ -91,6 +92,14 @@ class G1Manager {
   /// The same without wrapping the signal in a MoveBlock (no copy of its lists).
   G1Acquire process_for_request(OwnerId owner, const UseSignal& signal, std::size_t reusable_prefix_blocks = 0);
   G1Acquire process_for_request(OwnerId owner, const DerefSignal& signal, std::size_t reusable_prefix_blocks = 0);
+  /// A request's first Use reusing what computed_prefix found (vLLM's
+  /// get_computed_blocks -> allocate_slots): as with `computed.blocks` as the
+  /// reusable prefix, but the native backend pins the pages it found without
+  /// looking them up again while its hash index is unchanged since the probe.
+  G1Acquire process_for_request(OwnerId owner, const UseSignal& signal, const ComputedPrefix& computed);
+  /// vLLM's get_computed_blocks: the resident leading run of `blocks`' full
+  /// blocks (and, native, their pages) into `into`, which it returns.
+  const ComputedPrefix& computed_prefix(std::span<const UniqueBlock> blocks, ComputedPrefix& into) const;
   /// Native: makes the blocks in [before/bs, after/bs) visible, then — when a
   /// sequence is given — promotes its computed tail, so a child is never
   /// published before its parent. KVBM: no-op.
