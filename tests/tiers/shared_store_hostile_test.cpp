@@ -353,6 +353,30 @@ TEST(RespFraming, IsWhatHiredisFormatsForTheSameArguments) {
   }
 }
 
+// A write the socket timeout cut short goes on from the byte it stopped at:
+// pieces sent whole are skipped, the one it stopped in is cut, none is lost.
+TEST(ConsumeSent, AWriteCutShortGoesOnFromTheByteItStoppedAt) {
+  std::string a = "*3\r\n", b = "0123456789", c = "\r\n";
+  std::vector<iovec> pieces{{a.data(), a.size()}, {b.data(), b.size()}, {c.data(), c.size()}};
+  const auto rest = [&](std::size_t first) {
+    std::string out;
+    for (std::size_t i = first; i < pieces.size(); ++i)
+      out.append(static_cast<char*>(pieces[i].iov_base), pieces[i].iov_len);
+    return out;
+  };
+  std::size_t first = consume_sent(pieces, 0, 0);
+  EXPECT_EQ(first, 0U);
+  EXPECT_EQ(rest(first), "*3\r\n0123456789\r\n");
+  first = consume_sent(pieces, first, 7);  // the first piece and 3 bytes of the second
+  EXPECT_EQ(first, 1U);
+  EXPECT_EQ(rest(first), "3456789\r\n");
+  first = consume_sent(pieces, first, 7);  // exactly to the end of a piece
+  EXPECT_EQ(first, 2U);
+  EXPECT_EQ(rest(first), "\r\n");
+  first = consume_sent(pieces, first, 2);
+  EXPECT_EQ(first, pieces.size());
+}
+
 TEST(NodeBreaker, BacksOffDoublingAndLetsOneProbeThrough) {
   NodeBreaker breaker;
   const auto t0 = Clock::now();

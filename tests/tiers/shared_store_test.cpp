@@ -199,6 +199,22 @@ TEST(SharedStore, OneStorePublishesAndAnotherFetchesByteForByte) {
   EXPECT_EQ(reader.shared_stats().errors + third.shared_stats().errors, 0U);
 }
 
+// A publish batch goes to the socket from the SETs' own buffers: 64 pages of
+// 256 KiB (16 MiB, far past what a socket buffers) arrive whole and in order.
+TEST(SharedStore, APublishBatchLargerThanTheSocketBufferArrivesWhole) {
+  RedisServers redis(1);
+  KVTIER_REQUIRE_REDIS(redis);
+  SharedStoreConfig roomy = config(redis.urls());
+  roomy.timeout = std::chrono::milliseconds(2000);  // 16 MiB under a sanitizer, not a stall
+  SharedStore writer(roomy, layout(1024));
+  ASSERT_EQ(writer.page_bytes(), std::size_t{256} << 10);
+  EXPECT_EQ(publish(writer, 1, 64), 64U);
+  EXPECT_EQ(writer.stats().blocks_written, 64U);
+  SharedStore reader(roomy, layout(1024));
+  EXPECT_EQ(fetch(reader, 1, 64), 64U);
+  EXPECT_EQ(writer.shared_stats().errors + reader.shared_stats().errors, 0U);
+}
+
 TEST(SharedStore, NamespacesAndLayoutsDoNotShare) {
   RedisServers redis(1);
   KVTIER_REQUIRE_REDIS(redis);

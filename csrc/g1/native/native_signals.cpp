@@ -117,9 +117,6 @@ void NativeBackend::process_deref(OwnerId owner, const DerefSignal& signal) {
   detail::check_deref_lists_tail(owner, owned.blocks, signal);
   for (std::size_t i = 0; i < signal.blocks.size(); ++i) {
     const std::size_t position = owned.blocks.size() - 1;
-    if (position >= NativeBlockPool::kPrefetchAhead) {
-      pool_.prefetch(owned.pages[position - NativeBlockPool::kPrefetchAhead]);
-    }
     pool_.release(owned.pages.back());
     if (owned.blocks.back().is_partial()) live_partials_.erase(owned.blocks.back().uuid());
     if (owned.token_ids.size() > position * block_size_) owned.token_ids.resize(position * block_size_);

@@ -1,7 +1,9 @@
 #include "kvtier/tiers/shared/redis_node.hpp"
 
 #include <hiredis/hiredis.h>
+#include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/uio.h>
 
 #include <algorithm>
 #include <atomic>
@@ -32,6 +34,18 @@ RespFraming resp_framing(std::span<const std::string_view> before, std::size_t v
   framing.tail = "\r\n";
   for (const std::string_view arg : after) bulk(framing.tail, arg);
   return framing;
+}
+
+std::size_t consume_sent(std::span<iovec> pieces, std::size_t first, std::size_t sent) noexcept {
+  for (; first < pieces.size(); ++first) {
+    iovec& piece = pieces[first];
+    const std::size_t taken = std::min(sent, piece.iov_len);
+    piece.iov_base = static_cast<char*>(piece.iov_base) + taken;
+    piece.iov_len -= taken;
+    sent -= taken;
+    if (piece.iov_len > 0) break;  // a write that stopped inside this piece
+  }
+  return first;
 }
 
 namespace {
@@ -178,9 +192,45 @@ RedisNode::Outcome RedisNode::read_reply(Clock::time_point deadline, RedisReplyP
   }
 }
 
+RedisNode::Outcome RedisNode::write_framed(std::span<const RedisCommand> commands, Clock::time_point deadline) {
+  std::vector<iovec> pieces;
+  pieces.reserve(commands.size());
+  for (const RedisCommand& command : commands) {
+    pieces.push_back(
+        iovec{.iov_base = const_cast<char*>(command.formatted.data()), .iov_len = command.formatted.size()});
+  }
+  std::size_t first = 0;
+  while (first < pieces.size()) {
+    if (Clock::now() >= deadline) return drop(Outcome::Unreachable, "the commands were not sent by the deadline");
+    msghdr message{};
+    message.msg_iov = pieces.data() + first;
+    message.msg_iovlen = std::min<std::size_t>(pieces.size() - first, IOV_MAX);
+    // MSG_NOSIGNAL: a node that closed the connection is a Reset, not a SIGPIPE.
+    const ssize_t sent = ::sendmsg(context_->fd, &message, MSG_NOSIGNAL);
+    if (sent < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {  // the socket timeout passed with nothing taken, as hiredis says
+        return drop(Outcome::Unreachable, "no answer within " + std::to_string(socket_timeout_.count()) + " ms");
+      }
+      const bool reset = errno == EPIPE || errno == ECONNRESET;
+      return drop(reset ? Outcome::Reset : Outcome::Unreachable, std::strerror(errno));
+    }
+    first = consume_sent(pieces, first, static_cast<std::size_t>(sent));
+  }
+  return Outcome::Answered;
+}
+
 RedisNode::Outcome RedisNode::send(std::span<const RedisCommand> commands, Clock::time_point deadline,
                                    std::vector<RedisReplyPtr>& replies) {
   if (const Outcome connected = connect(deadline); connected != Outcome::Answered) return connected;
+  // hiredis' output buffer is empty here: every send before wrote it whole or dropped the connection.
+  if (std::all_of(commands.begin(), commands.end(), [](const RedisCommand& c) { return !c.formatted.empty(); })) {
+    if (const Outcome written = write_framed(commands, deadline); written != Outcome::Answered) return written;
+    for (RedisReplyPtr& reply : replies) {
+      if (const Outcome read = read_reply(deadline, reply); read != Outcome::Answered) return read;
+    }
+    return Outcome::Answered;
+  }
   std::vector<const char*> argv;
   std::vector<std::size_t> argvlen;
   for (const RedisCommand& command : commands) {

@@ -4,6 +4,8 @@
 // before they are read whole, and a node that failed is left alone — for a
 // back-off the whole process shares (node_breaker.hpp) — instead of being
 // waited on again by every call.
+#include <sys/uio.h>
+
 #include <chrono>
 #include <cstddef>
 #include <memory>
@@ -39,6 +41,11 @@ struct RespFraming {
 };
 RespFraming resp_framing(std::span<const std::string_view> before, std::size_t value_bytes,
                          std::span<const std::string_view> after);
+
+/// After a write that sent `sent` bytes of `pieces` from `first` on: the
+/// pieces sent whole are skipped and the one it stopped in is cut to what is
+/// left; returns the first piece still to send (pieces.size() when done).
+std::size_t consume_sent(std::span<iovec> pieces, std::size_t first, std::size_t sent) noexcept;
 
 struct RedisReplyFree {
   void operator()(redisReply* reply) const noexcept;
@@ -91,6 +98,10 @@ class RedisNode {
   Outcome authenticate();
   Outcome send(std::span<const RedisCommand> commands, Clock::time_point deadline, std::vector<RedisReplyPtr>& replies);
   Outcome read_reply(Clock::time_point deadline, RedisReplyPtr& reply);
+  /// A pipeline of framed commands only: written to the socket from their own
+  /// buffers, which hiredis would first copy into its output buffer (one more
+  /// copy of every page a publish sends, into a buffer faulted in anew each batch).
+  Outcome write_framed(std::span<const RedisCommand> commands, Clock::time_point deadline);
   /// The context's error in words ("no answer within 250 ms" for a timeout).
   std::string context_error() const;
   Outcome drop(Outcome outcome, std::string why);
