@@ -2,7 +2,7 @@
 
 namespace kvtier::g1::detail {
 
-void StoredRuns::start_run(std::optional<SequenceHash> parent, bool has_local, std::size_t ids_per_block) {
+void StoredRuns::start_run(const std::optional<SequenceHash>& parent, bool has_local, std::size_t ids_per_block) {
   const std::size_t rest = expected_ > added_ ? expected_ - added_ : 1;  // at most the rest
   run_.parent = parent;
   run_.token_ids.reset();

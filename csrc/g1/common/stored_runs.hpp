@@ -24,7 +24,8 @@ class StoredRuns {
 
   // Inline: called per block on the allocator's hot path.
   /// `token_ids` empty: the block has none (a block holds at least two tokens).
-  void add(std::optional<SequenceHash> parent, StoredBlock block, bool has_local, std::span<const TokenId> token_ids) {
+  void add(const std::optional<SequenceHash>& parent, StoredBlock block, bool has_local,
+           std::span<const TokenId> token_ids) {
     if (!publisher_.has_sinks()) return;  // nothing listens: build nothing
     const bool has_token_ids = !token_ids.empty();
     if (!run_.blocks.empty() && (run_has_local_ != has_local || run_.token_ids.has_value() != has_token_ids)) gap();
@@ -39,7 +40,7 @@ class StoredRuns {
 
  private:
   /// `ids_per_block` 0: the run carries no token ids.
-  void start_run(std::optional<SequenceHash> parent, bool has_local, std::size_t ids_per_block);
+  void start_run(const std::optional<SequenceHash>& parent, bool has_local, std::size_t ids_per_block);
 
   KvEventPublisher& publisher_;
   std::size_t expected_;

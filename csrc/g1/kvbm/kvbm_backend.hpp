@@ -148,12 +148,12 @@ class KvbmBackend final : public detail::TabledBackend<detail::KvbmOwnerTable> {
   /// Registers the block on `page` unless its PLH is registered already
   /// (Reject duplication); returns the page that holds it now.
   std::uint32_t register_block(std::uint32_t page, const PositionalLineageHash& plh, SequenceHash hash,
-                               std::optional<SequenceHash> parent, LocalBlockHash local,
+                               const std::optional<SequenceHash>& parent, LocalBlockHash local,
                                const std::vector<TokenId>* token_ids);
   /// register_block for a fresh slot, with one owner: the slot's page (true)
   /// or, when the PLH is registered already, the adopted canonical page (false).
   std::pair<std::uint32_t, bool> register_or_adopt(std::uint32_t slot, const PositionalLineageHash& plh,
-                                                   SequenceHash hash, std::optional<SequenceHash> parent,
+                                                   SequenceHash hash, const std::optional<SequenceHash>& parent,
                                                    LocalBlockHash local, const std::vector<TokenId>* token_ids);
   void unregister(std::uint32_t page);
   /// The indexes' slack (IdIndex): load <= 1/2, or 3/4 where metadata is tight.

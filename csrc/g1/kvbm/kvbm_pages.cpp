@@ -73,18 +73,25 @@ std::vector<std::uint32_t> KvbmBackend::take_pages(std::size_t count, std::vecto
     taken.push_back(page);
   }
   // The victims first, in eviction order (the policy keeps its own state),
-  // then their unregistration, prefetching a few victims ahead: each one
-  // erases from both indexes, and those misses then overlap.
+  // then their unregistration, prefetching ahead in two stages: a victim's
+  // page record 2 x kPrefetchAhead ahead, then, once it has arrived, its
+  // index slots kPrefetchAhead ahead (each erase touches both indexes), so
+  // neither miss stalls the loop.
   const std::size_t first_victim = taken.size();
   while (taken.size() < count) taken.push_back(policy_->evict().value().value());
-  const auto prefetch = [&](std::size_t at) {
+  const auto prefetch_record = [&](std::size_t at) {
+    if (at < taken.size()) __builtin_prefetch(&pages_[taken[at]]);
+  };
+  const auto prefetch_slots = [&](std::size_t at) {
     if (at >= taken.size()) return;
     registry_.prefetch(pages_[taken[at]].plh);
     by_hash_.prefetch(pages_[taken[at]].hash);
   };
-  for (std::size_t at = first_victim; at < std::min(taken.size(), first_victim + kPrefetchAhead); ++at) prefetch(at);
+  for (std::size_t at = first_victim; at < first_victim + 2 * kPrefetchAhead; ++at) prefetch_record(at);
+  for (std::size_t at = first_victim; at < first_victim + kPrefetchAhead; ++at) prefetch_slots(at);
   for (std::size_t at = first_victim; at < taken.size(); ++at) {
-    prefetch(at + kPrefetchAhead);
+    prefetch_record(at + 2 * kPrefetchAhead);
+    prefetch_slots(at + kPrefetchAhead);
     const std::uint32_t page = taken[at];
     const Page& p = pages_[page];
     removed.emplace_back(p.hash);
@@ -140,7 +147,7 @@ void KvbmBackend::unpin_pages(std::span<const std::uint32_t> pages) {
 }
 
 std::uint32_t KvbmBackend::register_block(std::uint32_t page, const PositionalLineageHash& plh, SequenceHash hash,
-                                          std::optional<SequenceHash> parent, LocalBlockHash local,
+                                          const std::optional<SequenceHash>& parent, LocalBlockHash local,
                                           const std::vector<TokenId>* token_ids) {
   Page& p = pages_[page];
   p.plh = plh;
@@ -164,7 +171,8 @@ std::uint32_t KvbmBackend::register_block(std::uint32_t page, const PositionalLi
 }
 
 std::pair<std::uint32_t, bool> KvbmBackend::register_or_adopt(std::uint32_t slot, const PositionalLineageHash& plh,
-                                                              SequenceHash hash, std::optional<SequenceHash> parent,
+                                                              SequenceHash hash,
+                                                              const std::optional<SequenceHash>& parent,
                                                               LocalBlockHash local,
                                                               const std::vector<TokenId>* token_ids) {
   const std::uint32_t page = register_block(slot, plh, hash, parent, local, token_ids);
@@ -193,9 +201,11 @@ void KvbmBackend::add_ref(std::uint32_t page) {
 
 void KvbmBackend::drop_ref(std::uint32_t page) {
   Page& p = pages_[page];
-  --p.refs;
+  // The decremented value is tested, not re-read: a wide load of refs and pins
+  // right after the narrow store to refs stalls on store forwarding.
+  const std::uint32_t refs = --p.refs;
   --full_refs_;
-  if (p.refs == 0 && p.pins == 0) policy_->insert(PageId(page), p.plh);
+  if (refs == 0 && p.pins == 0) policy_->insert(PageId(page), p.plh);
 }
 std::optional<std::vector<std::uint32_t>> KvbmBackend::take_slots(std::size_t count, std::vector<SequenceHash>& removed,
                                                                   G1Acquire& blocked) {

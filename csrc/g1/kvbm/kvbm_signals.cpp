@@ -24,15 +24,20 @@ std::vector<KvbmBackend::Classified> KvbmBackend::classify(const UseSignal& sign
   std::vector<Classified> out;
   out.reserve(signal.blocks.size());
   std::size_t full_index = 0;
-  for (std::size_t ahead = 0; ahead < std::min(kPrefetchAhead, signal.plhs.size()); ++ahead) {
-    registry_.prefetch(signal.plhs[ahead]);
-  }
+  // Both indexes' slots a few blocks ahead: a block the registry does not
+  // hold is looked up by its sequence hash too.
+  const auto prefetch = [&](std::size_t at) {
+    if (at >= signal.plhs.size()) return;
+    registry_.prefetch(signal.plhs[at]);
+    by_hash_.prefetch(signal.blocks[at].hash().value());  // full blocks lead: plhs[at] is blocks[at]'s
+  };
+  for (std::size_t ahead = 0; ahead < kPrefetchAhead; ++ahead) prefetch(ahead);
   for (const UniqueBlock& block : signal.blocks) {
     if (block.is_partial()) {
       out.push_back({Kind::Fresh, kNoPage});  // validate_use refused a live one
       continue;
     }
-    if (full_index + kPrefetchAhead < signal.plhs.size()) registry_.prefetch(signal.plhs[full_index + kPrefetchAhead]);
+    prefetch(full_index + kPrefetchAhead);
     // With real hashes a block's PLH and sequence hash name the same page: one
     // lookup decides. Injected hashes may disagree; then the active sequence
     // hash wins, as in Dynamo.
