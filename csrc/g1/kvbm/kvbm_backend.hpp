@@ -61,6 +61,8 @@ class KvbmBackend final : public detail::TabledBackend<detail::KvbmOwnerTable> {
   // What it holds (kvbm_audit.cpp).
   G1Metrics metrics() const override;
   bool is_cached(SequenceHash hash) const override { return by_hash_.find(hash.value()) != kNoPage; }
+  /// The resident run, looked up a few blocks ahead so the index misses overlap.
+  void computed_prefix(std::span<const UniqueBlock> blocks, ComputedPrefix& into) const override;
   std::size_t quarantined() const override { return quarantined_; }
   std::size_t metadata_bytes() const override;
   void audit() const override;

@@ -20,6 +20,21 @@ void KvbmBackend::validate_use(const UseSignal& signal) const {
   }
 }
 
+void KvbmBackend::computed_prefix(std::span<const UniqueBlock> blocks, ComputedPrefix& into) const {
+  into.pages.clear();  // KVBM matches by lineage at the Use: the run's length is what a scheduler reads
+  into.generation = 0;
+  const auto prefetch = [&](std::size_t at) {
+    if (at < blocks.size() && blocks[at].is_full()) by_hash_.prefetch(blocks[at].hash().value());
+  };
+  for (std::size_t at = 0; at < kPrefetchAhead; ++at) prefetch(at);
+  std::size_t n = 0;
+  for (; n < blocks.size() && blocks[n].is_full(); ++n) {
+    prefetch(n + kPrefetchAhead);
+    if (by_hash_.find(blocks[n].hash().value()) == kNoPage) break;
+  }
+  into.blocks = n;
+}
+
 std::vector<KvbmBackend::Classified> KvbmBackend::classify(const UseSignal& signal) const {
   std::vector<Classified> out;
   out.reserve(signal.blocks.size());
