@@ -34,6 +34,18 @@ std::vector<PageId> table(const G1Manager& manager, OwnerId owner) {
   return {pages.begin(), pages.end()};
 }
 
+/// On a native manager of 2 pages: block 1 cached, `use` probed (finding it),
+/// then block 1 evicted by another request.
+ComputedPrefix probe_then_evict(G1Manager& manager, const UseSignal& use) {
+  cache_and_leave(manager, kA, {1});
+  ComputedPrefix computed;
+  manager.computed_prefix(use.blocks, computed);
+  EXPECT_EQ(computed.blocks, 1U);
+  cache_and_leave(manager, kC, {7, 8});
+  EXPECT_FALSE(manager.is_cached(SequenceHash(1)));
+  return computed;
+}
+
 TEST(ComputedPrefix, NativeFindsTheResidentRunAndTheUsePinsItsPages) {
   ManagerWithSink m(config(G1Backend::Native, 8));
   cache_and_leave(m.manager, kA, {1, 2, 3});
@@ -59,13 +71,8 @@ TEST(ComputedPrefix, AStaleProbeIsLookedUpAgain) {
   // Between the probe and the Use, block 1's only copy is evicted and cached
   // again on another page: the Use takes the page a lookup gives now.
   ManagerWithSink m(config(G1Backend::Native, 2));
-  cache_and_leave(m.manager, kA, {1});
-  ComputedPrefix computed;
   const UseSignal use = use_full({1, 5});
-  m.manager.computed_prefix(use.blocks, computed);
-  ASSERT_EQ(computed.blocks, 1U);
-  cache_and_leave(m.manager, kC, {7, 8});  // evicts 1 (capacity 2)
-  ASSERT_FALSE(m.manager.is_cached(SequenceHash(1)));
+  const ComputedPrefix computed = probe_then_evict(m.manager, use);
   cache_and_leave(m.manager, kC, {1});  // back, on the LRU's other page
   ASSERT_TRUE(m.manager.is_cached(SequenceHash(1)));
 
@@ -79,11 +86,8 @@ TEST(ComputedPrefix, AStaleProbeIsLookedUpAgain) {
 
 TEST(ComputedPrefix, AProbedBlockThatLeftIsRefusedAndNothingChanges) {
   ManagerWithSink m(config(G1Backend::Native, 2));
-  cache_and_leave(m.manager, kA, {1});
-  ComputedPrefix computed;
   const UseSignal use = use_full({1, 5});
-  m.manager.computed_prefix(use.blocks, computed);
-  cache_and_leave(m.manager, kC, {7, 8});  // evicts 1
+  const ComputedPrefix computed = probe_then_evict(m.manager, use);
   const auto events = m.data().size();
   const G1Metrics before = m.manager.metrics();
   EXPECT_THROW(m.manager.process_for_request(kB, use, computed), ContractError);

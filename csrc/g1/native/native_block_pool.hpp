@@ -68,10 +68,6 @@ class NativeBlockPool {
   /// Starts loading `hash`'s index slot: a loop about to cache or look up
   /// many hashes calls it a few ahead, so their cache misses overlap.
   void prefetch(SequenceHash hash) const noexcept { index_.prefetch(hash.value()); }
-  /// Starts loading a page's record (a release loop's, a few pages ahead).
-  void prefetch(PageId page) const noexcept {
-    if (page.value() < capacity_) __builtin_prefetch(&pages_[page.value()], 1);
-  }
 
   /// The primary copies of the leading resident run of `blocks` (full ones)
   /// into `pages`, looked up a few blocks ahead so their misses overlap.
