@@ -51,6 +51,35 @@ TEST(KvbmBackend, P11DuplicateUseBumpsRefcount) {
   EXPECT_EQ(manager.num_inactive_blocks(), 1U);
 }
 
+// One index serves both lookups. A sequence hash finds the first page
+// registered with it, and only that one: a second page of the same hash
+// (another PLH) is found by its PLH alone, also once the first has gone, as
+// in Dynamo's mocker. A block whose PLH disagrees with its hash (injected
+// hashes) is found both ways and leaves no entry behind (the audit counts them).
+TEST(KvbmBackend, ASequenceHashFindsItsFirstRegisteredPageOnly) {
+  G1Manager manager(kvbm(3, 16, EvictionBackend::Lru));
+  ASSERT_TRUE(manager.process_for_request(kA, use_lineage({{7, std::nullopt, 0}})).is_ready());
+  manager.process_for_request(kA, deref_full({7}));  // inactive: another PLH of hash 7 gets its own page
+  ASSERT_TRUE(manager.process_for_request(kB, use_lineage({{6, std::nullopt, 0}, {7, 6, 1}})).is_ready());
+  EXPECT_EQ(manager.num_active_blocks(), 2U);
+  EXPECT_EQ(manager.num_inactive_blocks(), 1U);  // hash 7 on two pages
+  EXPECT_TRUE(manager.is_cached(SequenceHash(7)));
+  manager.audit();
+  UseSignal injected = use_full({9});
+  injected.plhs = {PositionalLineageHash(SequenceHash(1234), std::nullopt, 0)};  // filed apart from its hash
+  ASSERT_TRUE(manager.process_for_request(kC, injected).is_ready());  // evicts the first page of 7
+  EXPECT_FALSE(manager.is_cached(SequenceHash(7)));  // kB's page of 7 is not found by hash
+  EXPECT_TRUE(manager.is_cached(SequenceHash(9)));
+  manager.audit();
+  // kB's block 7 is still matched by its PLH: a new request of the same lineage shares its page.
+  ASSERT_TRUE(manager.process_for_request(OwnerId(4), use_lineage({{6, std::nullopt, 0}, {7, 6, 1}})).is_ready());
+  EXPECT_EQ(manager.block_table(OwnerId(4))[1], manager.block_table(kB)[1]);
+  manager.process_for_request(kC, deref_full({9}));
+  ASSERT_TRUE(manager.process_for_request(OwnerId(5), use_full({11})).is_ready());  // evicts 9, both its entries
+  EXPECT_FALSE(manager.is_cached(SequenceHash(9)));
+  manager.audit();
+}
+
 TEST(KvbmBackend, P12CapacityExhaustionCommitsNothing) {
   ManagerWithSink m(kvbm(4));
   for (std::uint64_t i = 0; i < 4; ++i) {

@@ -101,6 +101,38 @@ class IdIndex {
     --size_;
   }
 
+  // An index whose ids are found by more than one key (KVBM's: a block's
+  // lineage hash and its sequence hash): the caller names the key each entry
+  // is filed under and says which id matches; an id may be filed under two.
+  /// The first id filed under `key` that `match` accepts (kAbsent: none).
+  template <class Key, class Match>
+  std::uint32_t find_if(const Key& key, Match match) const {
+    const std::uint32_t t = tag(key);
+    for (std::size_t slot = home(t);; slot = next(slot)) {
+      const Slot s = slots_[slot];
+      if (s.id == kAbsent) return kAbsent;
+      if (s.tag == t && match(s.id)) return s.id;
+    }
+  }
+  /// Files `id` under `key` (after any id filed under it already).
+  template <class Key>
+  void insert_as(const Key& key, std::uint32_t id) noexcept {
+    const std::uint32_t t = tag(key);
+    std::size_t slot = home(t);
+    while (slots_[slot].id != kAbsent) slot = next(slot);
+    slots_[slot] = Slot{id, t};
+    ++size_;
+  }
+  /// Removes `id`'s entry filed under `key`, if there is one.
+  template <class Key>
+  void erase_as(const Key& key, std::uint32_t id) noexcept {
+    const std::uint32_t t = tag(key);
+    for (std::size_t hole = home(t);; hole = next(hole)) {
+      if (slots_[hole].id == kAbsent) return;
+      if (slots_[hole].id == id && slots_[hole].tag == t) return erase_at(hole);
+    }
+  }
+
   std::size_t size() const noexcept { return size_; }
   std::size_t memory_bytes() const noexcept { return slots_.capacity() * sizeof(Slot); }
 

@@ -16,8 +16,7 @@ G1Metrics KvbmBackend::metrics() const {
 }
 
 std::size_t KvbmBackend::metadata_bytes() const {
-  std::size_t bytes =
-      pages_.capacity() * sizeof(Page) + registry_.memory_bytes() + by_hash_.memory_bytes() + policy_->metadata_bytes();
+  std::size_t bytes = pages_.capacity() * sizeof(Page) + index_.memory_bytes() + policy_->metadata_bytes();
   return bytes + tables_.bytes([](const detail::KvbmOwnerTable& owned) {
     return owned.pages.capacity() * sizeof(PageId) + owned.blocks.capacity() * sizeof(UniqueBlock);
   });
@@ -73,6 +72,7 @@ void KvbmBackend::audit() const {
   std::size_t held_pages = 0;
   std::size_t refs = 0;
   std::size_t inactive = 0;
+  std::size_t index_entries = 0;  // one a registered page, two where its PLH and hash are filed apart
   for (std::uint32_t page = 0; page < capacity_; ++page) {
     const Page& p = pages_[page];
     const std::string at = "page " + std::to_string(page) + ": ";
@@ -95,9 +95,12 @@ void KvbmBackend::audit() const {
         break;
       case PageState::Registered:
         refs += p.refs;
+        index_entries += (p.flags & kHashIndexed) != 0 && filed_under(p.hash) != filed_under(p.plh) ? 2 : 1;
         KVTIER_ASSERT(p.refs == uses[page], at + "references differ from table entries");
         KVTIER_ASSERT(p.pins == pins[page], at + "pins differ from the destination reservations and prefix pins");
-        KVTIER_ASSERT(registry_.find(p.plh) == page, at + "a registered page is missing from the registry");
+        KVTIER_ASSERT(registered_page(p.plh) == page, at + "a registered page is missing from the registry");
+        KVTIER_ASSERT((p.flags & kHashIndexed) == 0 || page_of_hash(p.hash) == page,
+                      at + "the first page of a hash is not what a lookup by hash finds");
         KVTIER_ASSERT(policy_->contains(PageId(page)) == (p.refs == 0 && p.pins == 0),
                       at + "a registered page is in the inactive pool iff unheld");
         if (p.refs == 0 && p.pins == 0) ++inactive;
@@ -110,6 +113,7 @@ void KvbmBackend::audit() const {
   KVTIER_ASSERT(refs == full_refs_, "full references differ from the registered pages' counts");
   KVTIER_ASSERT(entries == partials_.size() + full_refs_, "active references differ from the table entries");
   KVTIER_ASSERT(inactive == policy_->size(), "the inactive pool's size differs from the unheld registered pages");
+  KVTIER_ASSERT(index_.size() == index_entries, "the index holds other entries than the registered pages'");
 }
 
 }  // namespace kvtier::g1

@@ -60,7 +60,7 @@ class KvbmBackend final : public detail::TabledBackend<detail::KvbmOwnerTable> {
 
   // What it holds (kvbm_audit.cpp).
   G1Metrics metrics() const override;
-  bool is_cached(SequenceHash hash) const override { return by_hash_.find(hash.value()) != kNoPage; }
+  bool is_cached(SequenceHash hash) const override { return page_of_hash(hash.value()) != kNoPage; }
   /// The resident run, looked up a few blocks ahead so the index misses overlap.
   void computed_prefix(std::span<const UniqueBlock> blocks, ComputedPrefix& into) const override;
   std::size_t quarantined() const override { return quarantined_; }
@@ -91,16 +91,21 @@ class KvbmBackend final : public detail::TabledBackend<detail::KvbmOwnerTable> {
   static constexpr std::uint8_t kHasParent = 1;
   static constexpr std::uint8_t kHasTokenIds = 2;
   static constexpr std::uint8_t kMarked = 4;  // scratch mark while a Deref is validated
-  struct PlhOfPage {
-    const std::vector<Page>* pages;
-    const PositionalLineageHash& key(std::uint32_t page) const noexcept { return (*pages)[page].plh; }
-    static std::size_t hash(const PositionalLineageHash& plh) noexcept {
-      return std::hash<PositionalLineageHash>{}(plh);
-    }
-  };
-  struct HashOfPage {
-    const std::vector<Page>* pages;
-    std::uint64_t key(std::uint32_t page) const noexcept { return (*pages)[page].hash; }
+  /// The first registered page of its sequence hash: what a lookup by
+  /// sequence hash answers (a later page of the same hash is found by its
+  /// PLH only, also once the first is gone: Dynamo's mocker keeps the first).
+  static constexpr std::uint8_t kHashIndexed = 8;
+  /// One index for both keys. A block's PLH carries the low bits of its
+  /// sequence hash as its current fragment (at least 51 of them), so an entry
+  /// filed under those bits is found both by PLH and by sequence hash: one
+  /// insert and one erase a block. A page whose PLH and hash disagree there
+  /// (injected test hashes) is filed under each.
+  static constexpr std::uint64_t kFiledBits = (std::uint64_t{1} << 51) - 1;
+  static std::uint64_t filed_under(std::uint64_t hash_bits) noexcept { return hash_bits & kFiledBits; }
+  static std::uint64_t filed_under(const PositionalLineageHash& plh) noexcept {
+    return filed_under(plh.current_fragment());
+  }
+  struct FiledKey {
     static std::uint64_t hash(std::uint64_t key) noexcept { return key; }
   };
   enum class Kind : std::uint8_t { ActiveHit, Matched, Fresh };
@@ -163,14 +168,15 @@ class KvbmBackend final : public detail::TabledBackend<detail::KvbmOwnerTable> {
   /// How many blocks ahead the Use loops prefetch index slots.
   static constexpr std::size_t kPrefetchAhead = 8;
   std::uint32_t registered_page(const PositionalLineageHash& plh) const;
+  /// The page a lookup by sequence hash finds (kHashIndexed), or kNoPage.
+  std::uint32_t page_of_hash(std::uint64_t hash) const;
   /// A registered page's token ids (flags & kHasTokenIds).
   std::span<const TokenId> page_token_ids(std::uint32_t page) const;
 
   std::uint32_t capacity_;
   std::unique_ptr<EvictionPolicy> policy_;
   std::vector<Page> pages_;
-  IdIndex<PlhOfPage> registry_;  // PLH -> page, every registered block
-  IdIndex<HashOfPage> by_hash_;  // sequence hash -> page (first registered wins)
+  IdIndex<FiledKey> index_;  // PLH -> page, every registered block; sequence hash -> its first page
   /// Token ids of registered pages where given (kHasTokenIds), block_size a
   /// page; allocated on the first registration that has them, so a run
   /// without token ids pays nothing and one with them allocates nothing per block.

@@ -9,10 +9,11 @@
 namespace kvtier::g1 {
 
 std::size_t KvbmBackend::index_slack(EvictionBackend eviction) noexcept {
-  // Every eviction erases from both indexes, and backward-shift erase walks to
-  // the end of the probe cluster: at load 1/2 clusters are a quarter as long
-  // as at 3/4. Lineage's graph already spends most of its 128-byte budget
-  // (docs/performance.md), so it takes 2/3 (1.3 bytes a page more per index).
+  // Sized for two entries a page (a page whose PLH and hash disagree is filed
+  // twice), so with real hashes the load is half of this: 1/4, or 1/3 for
+  // Lineage, whose graph already spends most of its 128-byte budget
+  // (docs/performance.md). Every eviction erases, and backward-shift erase
+  // walks to the end of the probe cluster: short clusters keep it cheap.
   return eviction == EvictionBackend::Lineage ? 2 : 1;
 }
 
@@ -22,19 +23,26 @@ KvbmBackend::KvbmBackend(std::uint32_t capacity, std::uint32_t block_size, Evict
       capacity_(capacity),
       policy_(make_eviction_policy(eviction, capacity)),
       pages_(capacity),
-      registry_(capacity, PlhOfPage{&pages_}, index_slack(eviction)),
-      by_hash_(capacity, HashOfPage{&pages_}, index_slack(eviction)) {
+      index_(2 * std::size_t{capacity}, FiledKey{}, index_slack(eviction)) {
   for (std::uint32_t page = capacity; page-- > 0;) push_free(page);
 }
 
-std::uint32_t KvbmBackend::registered_page(const PositionalLineageHash& plh) const { return registry_.find(plh); }
+std::uint32_t KvbmBackend::registered_page(const PositionalLineageHash& plh) const {
+  return index_.find_if(filed_under(plh), [&](std::uint32_t page) { return pages_[page].plh == plh; });
+}
+
+std::uint32_t KvbmBackend::page_of_hash(std::uint64_t hash) const {
+  return index_.find_if(filed_under(hash), [&](std::uint32_t page) {
+    return pages_[page].hash == hash && (pages_[page].flags & kHashIndexed) != 0;
+  });
+}
 
 std::span<const TokenId> KvbmBackend::page_token_ids(std::uint32_t page) const {
   return {token_ids_.data() + std::size_t{page} * block_size_, block_size_};
 }
 
 std::uint32_t KvbmBackend::logical_refs(SequenceHash hash) const {
-  const std::uint32_t page = by_hash_.find(hash.value());
+  const std::uint32_t page = page_of_hash(hash.value());
   return page == kNoPage ? 0 : pages_[page].refs;
 }
 
@@ -75,17 +83,14 @@ std::vector<std::uint32_t> KvbmBackend::take_pages(std::size_t count, std::vecto
   // The victims first, in eviction order (the policy keeps its own state),
   // then their unregistration, prefetching ahead in two stages: a victim's
   // page record 2 x kPrefetchAhead ahead, then, once it has arrived, its
-  // index slots kPrefetchAhead ahead (each erase touches both indexes), so
-  // neither miss stalls the loop.
+  // index slot kPrefetchAhead ahead, so neither miss stalls the loop.
   const std::size_t first_victim = taken.size();
   while (taken.size() < count) taken.push_back(policy_->evict().value().value());
   const auto prefetch_record = [&](std::size_t at) {
     if (at < taken.size()) __builtin_prefetch(&pages_[taken[at]]);
   };
   const auto prefetch_slots = [&](std::size_t at) {
-    if (at >= taken.size()) return;
-    registry_.prefetch(pages_[taken[at]].plh);
-    by_hash_.prefetch(pages_[taken[at]].hash);
+    if (at < taken.size()) index_.prefetch(filed_under(pages_[taken[at]].plh));
   };
   for (std::size_t at = first_victim; at < first_victim + 2 * kPrefetchAhead; ++at) prefetch_record(at);
   for (std::size_t at = first_victim; at < first_victim + kPrefetchAhead; ++at) prefetch_slots(at);
@@ -151,14 +156,17 @@ std::uint32_t KvbmBackend::register_block(std::uint32_t page, const PositionalLi
                                           const std::vector<TokenId>* token_ids) {
   Page& p = pages_[page];
   p.plh = plh;
-  const std::uint32_t canonical = registry_.insert_or_find(page);
-  if (canonical != page) return canonical;
+  if (const std::uint32_t canonical = registered_page(plh); canonical != kNoPage) return canonical;
   p.state = PageState::Registered;
   p.hash = hash.value();
   p.flags = parent ? kHasParent : 0;
   p.parent = parent ? parent->value() : 0;
   p.local = local.value();
-  by_hash_.insert_or_find(page);
+  // The first registered page of its hash is the one a lookup by hash finds.
+  const bool first_of_hash = page_of_hash(hash.value()) == kNoPage;
+  if (first_of_hash) p.flags |= kHashIndexed;
+  index_.insert_as(filed_under(plh), page);
+  if (first_of_hash && filed_under(hash.value()) != filed_under(plh)) index_.insert_as(filed_under(hash.value()), page);
   if (token_ids) {
     KVTIER_ASSERT(token_ids->size() == block_size_, "a block's token ids must be block_size long");
     if (token_ids_.empty()) token_ids_.resize(std::size_t{capacity_} * block_size_);  // on first use only
@@ -188,9 +196,12 @@ std::pair<std::uint32_t, bool> KvbmBackend::register_or_adopt(std::uint32_t slot
 }
 
 void KvbmBackend::unregister(std::uint32_t page) {
-  registry_.erase(page);
-  by_hash_.erase(page);
-  pages_[page].flags &= static_cast<std::uint8_t>(~kHasTokenIds);
+  Page& p = pages_[page];
+  index_.erase_as(filed_under(p.plh), page);
+  if ((p.flags & kHashIndexed) != 0 && filed_under(p.hash) != filed_under(p.plh)) {
+    index_.erase_as(filed_under(p.hash), page);
+  }
+  p.flags &= static_cast<std::uint8_t>(~(kHasTokenIds | kHashIndexed));
 }
 
 void KvbmBackend::add_ref(std::uint32_t page) {

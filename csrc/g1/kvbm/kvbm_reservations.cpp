@@ -18,7 +18,7 @@ PrefillCost KvbmBackend::prefill_cost(const ActiveSequence& sequence) const {
     for (std::size_t i = 0; i < sequence.blocks().size(); ++i) {
       const UniqueBlock& block = sequence.blocks()[i];
       if (block.is_partial()) break;
-      const std::uint32_t page = by_hash_.find(block.hash().value());
+      const std::uint32_t page = page_of_hash(block.hash().value());
       if (page != kNoPage && pages_[page].refs > 0) {
         ++overlap;
         ++active;
@@ -63,7 +63,7 @@ std::optional<BlockManager::DestinationGrant> KvbmBackend::reserve_destination(O
                 .slots = {}};
   for (std::size_t i = 0; i < d.prompt.full; ++i) d.plhs.push_back(sequence.plh(i));
   for (std::size_t i = 0; i < d.plhs.size(); ++i) {
-    std::uint32_t page = by_hash_.find(d.prompt.blocks[i].hash().value());
+    std::uint32_t page = page_of_hash(d.prompt.blocks[i].hash().value());
     if (page == kNoPage || pages_[page].refs == 0) page = registered_page(d.plhs[i]);
     if (page == kNoPage) break;
     d.prefix_pages.push_back(page);
@@ -187,7 +187,7 @@ std::optional<std::size_t> KvbmBackend::register_swapped_in(std::uint64_t slots,
   std::vector<bool> fresh(blocks.size(), false);
   std::vector<PositionalLineageHash> inserting;
   for (std::size_t i = 0; i < blocks.size(); ++i) {
-    const std::uint32_t active = by_hash_.find(blocks[i].hash.value());
+    const std::uint32_t active = page_of_hash(blocks[i].hash.value());
     fresh[i] = registered_page(blocks[i].plh) == kNoPage && (active == kNoPage || pages_[active].refs == 0) &&
                std::find_if(blocks.begin(), blocks.begin() + static_cast<std::ptrdiff_t>(i), [&](const TieredBlock& b) {
                  return b.plh == blocks[i].plh;

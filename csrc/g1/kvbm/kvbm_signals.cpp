@@ -24,13 +24,13 @@ void KvbmBackend::computed_prefix(std::span<const UniqueBlock> blocks, ComputedP
   into.pages.clear();  // KVBM matches by lineage at the Use: the run's length is what a scheduler reads
   into.generation = 0;
   const auto prefetch = [&](std::size_t at) {
-    if (at < blocks.size() && blocks[at].is_full()) by_hash_.prefetch(blocks[at].hash().value());
+    if (at < blocks.size() && blocks[at].is_full()) index_.prefetch(filed_under(blocks[at].hash().value()));
   };
   for (std::size_t at = 0; at < kPrefetchAhead; ++at) prefetch(at);
   std::size_t n = 0;
   for (; n < blocks.size() && blocks[n].is_full(); ++n) {
     prefetch(n + kPrefetchAhead);
-    if (by_hash_.find(blocks[n].hash().value()) == kNoPage) break;
+    if (page_of_hash(blocks[n].hash().value()) == kNoPage) break;
   }
   into.blocks = n;
 }
@@ -39,12 +39,10 @@ std::vector<KvbmBackend::Classified> KvbmBackend::classify(const UseSignal& sign
   std::vector<Classified> out;
   out.reserve(signal.blocks.size());
   std::size_t full_index = 0;
-  // Both indexes' slots a few blocks ahead: a block the registry does not
-  // hold is looked up by its sequence hash too.
+  // The index slots a few blocks ahead (a PLH and its block's hash are filed
+  // together unless injected hashes disagree).
   const auto prefetch = [&](std::size_t at) {
-    if (at >= signal.plhs.size()) return;
-    registry_.prefetch(signal.plhs[at]);
-    by_hash_.prefetch(signal.blocks[at].hash().value());  // full blocks lead: plhs[at] is blocks[at]'s
+    if (at < signal.plhs.size()) index_.prefetch(filed_under(signal.plhs[at]));
   };
   for (std::size_t ahead = 0; ahead < kPrefetchAhead; ++ahead) prefetch(ahead);
   for (const UniqueBlock& block : signal.blocks) {
@@ -59,7 +57,7 @@ std::vector<KvbmBackend::Classified> KvbmBackend::classify(const UseSignal& sign
     const std::uint32_t matched = registered_page(signal.plhs[full_index]);
     if (matched != kNoPage && pages_[matched].hash == block.hash().value()) {
       out.push_back({pages_[matched].refs > 0 ? Kind::ActiveHit : Kind::Matched, matched});
-    } else if (const std::uint32_t active = by_hash_.find(block.hash().value());
+    } else if (const std::uint32_t active = page_of_hash(block.hash().value());
                active != kNoPage && pages_[active].refs > 0) {
       out.push_back({Kind::ActiveHit, active});
     } else {
@@ -144,9 +142,8 @@ G1Acquire KvbmBackend::use(OwnerId owner, const UseSignal& signal, std::vector<s
     const PositionalLineageHash& plh = signal.plhs[full_index];
     if (i + kPrefetchAhead < signal.blocks.size() && classes[i + kPrefetchAhead].kind == Kind::Fresh &&
         signal.blocks[i + kPrefetchAhead].is_full()) {
-      // Registration probes both indexes: start those loads now.
-      registry_.prefetch(signal.plhs[full_index + kPrefetchAhead]);
-      by_hash_.prefetch(signal.blocks[i + kPrefetchAhead].hash().value());
+      // Registration probes the index: start that load now.
+      index_.prefetch(filed_under(signal.plhs[full_index + kPrefetchAhead]));
     }
     const LocalBlockHash local = signal.local_hashes.empty() ? LocalBlockHash(0) : signal.local_hashes[full_index];
     const std::vector<TokenId>* ids = signal.token_ids ? &(*signal.token_ids)[full_index] : nullptr;
@@ -233,7 +230,7 @@ void KvbmBackend::promote(OwnerId owner, const PromoteSignal& signal) {
                                signal, partial != partials_.end());
   detail::KvbmOwnerTable& owned = *table;
   const std::uint32_t own_page = partial->second;
-  std::uint32_t existing = by_hash_.find(signal.hash.value());
+  std::uint32_t existing = page_of_hash(signal.hash.value());
   if (existing == kNoPage || pages_[existing].refs == 0) existing = registered_page(signal.plh);
   partials_.erase(partial);
   owned.blocks.back() = UniqueBlock::full(signal.hash);
