@@ -67,8 +67,8 @@ TEST(KvbmBackend, ASequenceHashFindsItsFirstRegisteredPageOnly) {
   manager.audit();
   UseSignal injected = use_full({9});
   injected.plhs = {PositionalLineageHash(SequenceHash(1234), std::nullopt, 0)};  // filed apart from its hash
-  ASSERT_TRUE(manager.process_for_request(kC, injected).is_ready());  // evicts the first page of 7
-  EXPECT_FALSE(manager.is_cached(SequenceHash(7)));  // kB's page of 7 is not found by hash
+  ASSERT_TRUE(manager.process_for_request(kC, injected).is_ready());             // evicts the first page of 7
+  EXPECT_FALSE(manager.is_cached(SequenceHash(7)));                              // kB's page of 7 is not found by hash
   EXPECT_TRUE(manager.is_cached(SequenceHash(9)));
   manager.audit();
   // kB's block 7 is still matched by its PLH: a new request of the same lineage shares its page.

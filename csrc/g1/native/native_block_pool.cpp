@@ -9,8 +9,9 @@
 
 namespace kvtier::g1 {
 
+// The index: IdIndex keeps ids + ids / slack + 2 slots; 7c/4 - 1 ids at slack 1 are 3.5c slots.
 NativeBlockPool::NativeBlockPool(std::uint32_t capacity, std::optional<EvictionBackend> order)
-    : capacity_(capacity), pages_(capacity), index_(capacity, HashOfPage{&pages_}, kIndexSlack) {
+    : capacity_(capacity), pages_(capacity), index_(std::size_t{capacity} * 7 / 4 - 1, HashOfPage{&pages_}, 1) {
   if (capacity == 0 || capacity == kNoPage) throw ConfigError("G1 capacity must be between 1 and 2^32-2 pages");
   if (order) {
     if (*order == EvictionBackend::Lineage || *order == EvictionBackend::Lru || *order == EvictionBackend::MultiLru) {
