@@ -3,6 +3,7 @@
 #include <atomic>
 #include <string>
 
+#include "g1/common/contract_checks.hpp"
 #include "g1/kvbm/kvbm_backend.hpp"
 #include "g1/native/groups/grouped_backend.hpp"
 #include "g1/native/native_backend.hpp"
@@ -97,10 +98,22 @@ void G1Manager::check_token_ids(const std::vector<TokenId>& tokens) const {
 }
 
 void G1Manager::validate_use(const UseSignal& use) const {
-  KVTIER_EXPECTS(use.plhs.size() == use.full_block_count(), "PLHs must align with full blocks");
+  // One walk over the blocks for every shape rule, checked in the facade's
+  // order: PLHs, token-id lengths, then the rest (detail::check_use_shape).
+  std::size_t full = 0;
+  bool partial_inside = false;
+  for (std::size_t i = 0; i < use.blocks.size(); ++i) {
+    if (use.blocks[i].is_full()) {
+      ++full;
+    } else if (i + 1 < use.blocks.size()) {
+      partial_inside = true;
+    }
+  }
+  KVTIER_EXPECTS(use.plhs.size() == full, "PLHs must align with full blocks");
   if (use.token_ids) {
     for (const auto& tokens : *use.token_ids) check_token_ids(tokens);
   }
+  detail::check_use_shape(use, full, partial_inside);
 }
 
 void G1Manager::validate_signal(const MoveBlock& signal) const {

@@ -12,12 +12,8 @@ std::string owner_text(OwnerId owner) { return std::to_string(owner.value()); }
 
 std::string unknown_owner(OwnerId owner) { return "unknown owner " + owner_text(owner); }
 
-void check_use_shape(const UseSignal& signal) {
-  for (std::size_t i = 0; i + 1 < signal.blocks.size(); ++i) {
-    KVTIER_EXPECTS(!signal.blocks[i].is_partial(), "only the last block of a Use may be partial");
-  }
-  // Only the last may be partial (checked above): no second walk to count the full ones.
-  const std::size_t full = signal.blocks.size() - (!signal.blocks.empty() && signal.blocks.back().is_partial() ? 1 : 0);
+void check_use_shape(const UseSignal& signal, std::size_t full, bool partial_inside) {
+  KVTIER_EXPECTS(!partial_inside, "only the last block of a Use may be partial");
   KVTIER_EXPECTS(signal.local_hashes.empty() || signal.local_hashes.size() == full,
                  "local hashes must be empty or align with full blocks");
   KVTIER_EXPECTS(!signal.token_ids || signal.token_ids->size() == full, "token ids must align with full blocks");

@@ -10,9 +10,11 @@ namespace kvtier::g1::detail {
 
 std::string unknown_owner(OwnerId owner);
 
-/// A Use's shape: local hashes and token ids align with the full blocks, the
-/// parent is full, only the last block may be partial.
-void check_use_shape(const UseSignal& signal);
+/// A Use's shape past its PLHs (the facade checks those first, G1Manager::
+/// validate_use): only the last block may be partial (`partial_inside`: one
+/// before it is), local hashes and token ids align with the `full` blocks,
+/// the parent is full. The caller counts in the one walk over the blocks.
+void check_use_shape(const UseSignal& signal, std::size_t full, bool partial_inside);
 /// A partial block has one owner, once: a second holder would share its page
 /// and free it under the first (issue #13).
 void check_partial_unallocated(const UniqueBlock& block, bool allocated);

@@ -166,7 +166,7 @@ class KvbmBackend final : public detail::TabledBackend<detail::KvbmOwnerTable> {
   /// The indexes' slack (IdIndex): load <= 1/2, or 3/4 where metadata is tight.
   static std::size_t index_slack(EvictionBackend eviction) noexcept;
   /// How many blocks ahead the Use loops prefetch index slots.
-  static constexpr std::size_t kPrefetchAhead = 8;
+  static constexpr std::size_t kPrefetchAhead = 16;
   std::uint32_t registered_page(const PositionalLineageHash& plh) const;
   /// The page a lookup by sequence hash finds (kHashIndexed), or kNoPage.
   std::uint32_t page_of_hash(std::uint64_t hash) const;

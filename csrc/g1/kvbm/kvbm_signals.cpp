@@ -12,8 +12,7 @@
 
 namespace kvtier::g1 {
 void KvbmBackend::validate_use(const UseSignal& signal) const {
-  KVTIER_EXPECTS(signal.plhs.size() == signal.full_block_count(), "PLHs must align with full blocks");
-  detail::check_use_shape(signal);
+  // Its shape was checked by the facade (G1Manager::validate_use), the only caller.
   if (!signal.blocks.empty()) {
     const UniqueBlock& last = signal.blocks.back();
     detail::check_partial_unallocated(last, last.is_partial() && partials_.contains(last.uuid()));

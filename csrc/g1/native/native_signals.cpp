@@ -18,7 +18,7 @@ NativeBackend::NativeBackend(std::uint32_t capacity, std::uint32_t block_size, b
     : TabledBackend(block_size, publisher), caching_(enable_prefix_caching), pool_(capacity, order) {}
 
 void NativeBackend::validate_use(OwnerId owner, const UseSignal& signal, std::size_t reusable) const {
-  detail::check_use_shape(signal);
+  // Its shape was checked by the facade (G1Manager::validate_use), the only caller.
   if (!signal.blocks.empty()) {
     const UniqueBlock& last = signal.blocks.back();
     detail::check_partial_unallocated(last, last.is_partial() && live_partials_.contains(last.uuid()));
