@@ -167,9 +167,16 @@ class KvbmBackend final : public detail::TabledBackend<detail::KvbmOwnerTable> {
   static std::size_t index_slack(EvictionBackend eviction) noexcept;
   /// How many blocks ahead the Use loops prefetch index slots.
   static constexpr std::size_t kPrefetchAhead = 16;
-  std::uint32_t registered_page(const PositionalLineageHash& plh) const;
+  // Inline: every Use calls them once or twice a block.
+  std::uint32_t registered_page(const PositionalLineageHash& plh) const {
+    return index_.find_if(filed_under(plh), [&](std::uint32_t page) { return pages_[page].plh == plh; });
+  }
   /// The page a lookup by sequence hash finds (kHashIndexed), or kNoPage.
-  std::uint32_t page_of_hash(std::uint64_t hash) const;
+  std::uint32_t page_of_hash(std::uint64_t hash) const {
+    return index_.find_if(filed_under(hash), [&](std::uint32_t page) {
+      return pages_[page].hash == hash && (pages_[page].flags & kHashIndexed) != 0;
+    });
+  }
   /// A registered page's token ids (flags & kHasTokenIds).
   std::span<const TokenId> page_token_ids(std::uint32_t page) const;
 

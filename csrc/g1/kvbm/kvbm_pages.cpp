@@ -27,16 +27,6 @@ KvbmBackend::KvbmBackend(std::uint32_t capacity, std::uint32_t block_size, Evict
   for (std::uint32_t page = capacity; page-- > 0;) push_free(page);
 }
 
-std::uint32_t KvbmBackend::registered_page(const PositionalLineageHash& plh) const {
-  return index_.find_if(filed_under(plh), [&](std::uint32_t page) { return pages_[page].plh == plh; });
-}
-
-std::uint32_t KvbmBackend::page_of_hash(std::uint64_t hash) const {
-  return index_.find_if(filed_under(hash), [&](std::uint32_t page) {
-    return pages_[page].hash == hash && (pages_[page].flags & kHashIndexed) != 0;
-  });
-}
-
 std::span<const TokenId> KvbmBackend::page_token_ids(std::uint32_t page) const {
   return {token_ids_.data() + std::size_t{page} * block_size_, block_size_};
 }
