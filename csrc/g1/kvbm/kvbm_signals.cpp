@@ -94,6 +94,7 @@ G1Acquire KvbmBackend::use(OwnerId owner, const UseSignal& signal, std::vector<s
     ++full_index;
   }
   std::vector<SequenceHash> removed;
+  removed.reserve(fresh);  // at most one a fresh block: one allocation, not one per doubling
   std::vector<std::uint32_t> slots;
   if (decode_slots != nullptr) {
     slots.assign(decode_slots->end() - static_cast<std::ptrdiff_t>(fresh), decode_slots->end());

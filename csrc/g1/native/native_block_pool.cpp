@@ -193,6 +193,7 @@ std::optional<NativeReserveOutcome> NativeBlockPool::reserve_hits(std::span<cons
 NativeReserveOutcome NativeBlockPool::commit_reservation(std::span<const PrefixPin> hits, std::uint32_t fresh,
                                                          std::uint32_t needed) {
   NativeReserveOutcome outcome;
+  outcome.removed.reserve(needed);  // one allocation, not one per doubling
   for (const PrefixPin& hit : hits) {
     const std::uint32_t page = hit.page.value();
     if (pages_[page].in_lru) lru_unlink(page);
