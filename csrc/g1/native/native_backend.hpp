@@ -140,6 +140,7 @@ class NativeBackend final : public detail::TabledBackend<detail::NativeOwnerTabl
   detail::ReservationLedger<NativeReservation> decode_reservations_{"decode"};
   detail::ReservationLedger<Destination> destinations_{"destination"};
   detail::ReservationLedger<NativeReservation> prefix_pins_{"prefix pin"};
+  std::vector<SequenceHash> prefix_;                            // a Use's reused hashes, kept for the next Use
   std::unordered_map<std::uint32_t, TieredBlock> tier_blocks_;  // by page; only with a tier, overwritten on reuse
 };
 

@@ -109,8 +109,7 @@ std::optional<NativeReserveOutcome> NativeBlockPool::reserve_exact_prefix(std::s
                                                                           std::uint32_t total) {
   KVTIER_EXPECTS(candidates.size() <= total, "prefix of " + std::to_string(candidates.size()) +
                                                  " blocks exceeds the reservation of " + std::to_string(total));
-  std::vector<PrefixPin> hits;
-  hits.reserve(candidates.size());
+  std::vector<PrefixPin>& hits = scratch_hits(candidates.size());
   for (SequenceHash hash : candidates) {
     const std::uint32_t page = index_.find(hash.value());
     KVTIER_EXPECTS(page != kNoPage,
@@ -141,8 +140,7 @@ std::optional<NativeReserveOutcome> NativeBlockPool::reserve_looked_up_prefix(st
   if (generation != generation_ || pages.size() != candidates.size()) return reserve_exact_prefix(candidates, total);
   KVTIER_EXPECTS(candidates.size() <= total, "prefix of " + std::to_string(candidates.size()) +
                                                  " blocks exceeds the reservation of " + std::to_string(total));
-  std::vector<PrefixPin> hits;
-  hits.reserve(candidates.size());
+  std::vector<PrefixPin>& hits = scratch_hits(candidates.size());
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     // The index has not changed since these pages were looked up, so each is
     // its hash's primary copy still; a page of another hash is a caller's mix-up.
@@ -157,7 +155,7 @@ std::optional<NativeReserveOutcome> NativeBlockPool::reserve_looked_up_prefix(st
 
 std::optional<NativeReserveOutcome> NativeBlockPool::reserve_resident_prefix(std::span<const SequenceHash> candidates,
                                                                              std::uint32_t total) {
-  std::vector<PrefixPin> hits;
+  std::vector<PrefixPin>& hits = scratch_hits(candidates.size());
   for (SequenceHash hash : candidates) {
     if (hits.size() == total) break;
     const std::uint32_t page = index_.find(hash.value());
@@ -229,19 +227,27 @@ NativeReserveOutcome NativeBlockPool::commit_reservation(std::span<const PrefixP
   }
   reserved_ += fresh;
   KVTIER_EXPECTS(copies_ + reserved_ <= capacity_, "occupancy exceeds capacity");  // unreachable by construction
+  outcome.reservation.prefix = std::exchange(spare_prefix_, {});  // its capacity, kept from the last one
   outcome.reservation.prefix.assign(hits.begin(), hits.end());
   outcome.reservation.fresh = fresh;
   return outcome;
 }
 
-std::vector<PrefixPin> NativeBlockPool::activate_prefix(NativeReservation& reservation) {
+void NativeBlockPool::activate_prefix(NativeReservation& reservation) {
   for (const PrefixPin& pin : reservation.prefix) {
     PageEntry& e = pages_[pin.page.value()];
     --e.pins;
     ++e.refs;
     ++cached_refs_;
   }
-  return std::exchange(reservation.prefix, {});
+  reservation.prefix.clear();
+  std::swap(spare_prefix_, reservation.prefix);  // the next reservation takes its capacity
+}
+
+std::vector<PrefixPin>& NativeBlockPool::scratch_hits(std::size_t count) {
+  hits_.clear();
+  hits_.reserve(count);
+  return hits_;
 }
 
 PageId NativeBlockPool::allocate_private(NativeReservation& reservation) {

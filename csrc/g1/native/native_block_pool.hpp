@@ -96,8 +96,9 @@ class NativeBlockPool {
   /// cannot cover; pinned hits never count as evictable.
   std::optional<NativeReserveOutcome> reserve_hits(std::span<const PrefixPin> hits, std::uint32_t fresh);
 
-  /// Turns every pin into a reference, in prefix order; empties reservation.prefix.
-  std::vector<PrefixPin> activate_prefix(NativeReservation& reservation);
+  /// Turns every pin into a reference, in prefix order; empties
+  /// reservation.prefix (read it first: it is kept for the next reservation).
+  void activate_prefix(NativeReservation& reservation);
   /// Consumes one fresh unit into a Private copy.
   PageId allocate_private(NativeReservation& reservation);
   /// allocate_private + cache_private; `second` is "became visible".
@@ -199,6 +200,8 @@ class NativeBlockPool {
   /// Takes a cached copy out of its hash's chain (the oldest duplicate becomes
   /// primary); true when it was the hash's last resident copy.
   bool unlink_from_hash_chain(std::uint32_t page) noexcept;
+  /// hits_, emptied, with room for `count`.
+  std::vector<PrefixPin>& scratch_hits(std::size_t count);
   NativeReserveOutcome commit_reservation(std::span<const PrefixPin> hits, std::uint32_t fresh, std::uint32_t needed);
 
   std::uint32_t capacity_;
@@ -214,6 +217,10 @@ class NativeBlockPool {
   std::size_t private_copies_ = 0;
   std::uint32_t quarantined_ = 0;  // counted in copies_: not free, not in the LRU
   std::uint64_t generation_ = 0;
+  // Reused, so a steady request cycle allocates none: the hits a reservation
+  // is built from, and the prefix list of the last reservation activated.
+  std::vector<PrefixPin> hits_;
+  std::vector<PrefixPin> spare_prefix_;
   bool quarantine_ = false;
   std::unique_ptr<EvictionPolicy> order_;       // null: vLLM's LRU alone
   std::vector<PositionalLineageHash> lineage_;  // with an order: each cached page's

@@ -49,8 +49,8 @@ G1Acquire NativeBackend::use(OwnerId owner, const UseSignal& signal, std::size_t
     commit_use(owner, signal, *decode);
     return G1Acquire::ready(signal.blocks.size());
   }
-  std::vector<SequenceHash> prefix;
-  prefix.reserve(reusable);
+  std::vector<SequenceHash>& prefix = prefix_;  // reused: no allocation a request
+  prefix.clear();
   for (std::size_t i = 0; i < reusable; ++i) prefix.push_back(signal.blocks[i].hash());
   G1Acquire blocked;
   auto outcome = reserve_with_offload(PrefixRule::Exact, prefix, static_cast<std::uint32_t>(signal.blocks.size()),
@@ -61,11 +61,12 @@ G1Acquire NativeBackend::use(OwnerId owner, const UseSignal& signal, std::size_t
 }
 
 void NativeBackend::activate_prefix(detail::NativeOwnerTable& owned, NativeReservation& reservation) {
-  for (const PrefixPin& pin : pool_.activate_prefix(reservation)) {
+  for (const PrefixPin& pin : reservation.prefix) {
     owned.pages.push_back(pin.page);
     owned.blocks.push_back(UniqueBlock::full(pin.hash));
     owned.meta.push_back(detail::NativeBlockMeta{});
   }
+  pool_.activate_prefix(reservation);
 }
 
 void NativeBackend::commit_use(OwnerId owner, const UseSignal& signal, NativeReservation& reservation) {

@@ -207,7 +207,8 @@ bool GroupCoordinator::allocate(OwnerId owner, std::span<const SequenceHash> has
   if (!outcome->quarantined.empty()) return false;  // only the evictions happened: the tier copies them first
 
   // Hits first (all groups), then fresh pages (all groups).
-  const std::vector<PrefixPin> taken = pool_.activate_prefix(outcome->reservation);
+  const std::vector<PrefixPin> taken = outcome->reservation.prefix;  // activation empties it
+  pool_.activate_prefix(outcome->reservation);
   std::size_t next_hit = 0;
   for (std::size_t g = 0; g < rules_.size(); ++g) {
     Table& table = state.tables[g];
