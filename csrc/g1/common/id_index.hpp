@@ -54,13 +54,7 @@ class IdIndex {
   void replace_at(std::size_t slot, std::uint32_t id) noexcept { slots_[slot].id = id; }
 
   /// Precondition: no id with the same key is present.
-  void insert(std::uint32_t id) noexcept {
-    const std::uint32_t t = tag(key_of_.key(id));
-    std::size_t slot = home(t);
-    while (slots_[slot].id != kAbsent) slot = next(slot);
-    slots_[slot] = Slot{id, t};
-    ++size_;
-  }
+  void insert(std::uint32_t id) noexcept { insert_as(key_of_.key(id), id); }
 
   /// Inserts `id` unless an id with the same key is present; returns the id
   /// that holds the key afterwards (one probe for "register unless known").
@@ -77,14 +71,7 @@ class IdIndex {
   }
 
   /// Removes `id` if present (another id with the same key stays).
-  void erase(std::uint32_t id) noexcept {
-    std::size_t hole = home(tag(key_of_.key(id)));
-    for (;; hole = next(hole)) {
-      if (slots_[hole].id == kAbsent) return;
-      if (slots_[hole].id == id) break;
-    }
-    erase_at(hole);
-  }
+  void erase(std::uint32_t id) noexcept { erase_as(key_of_.key(id), id); }
 
   /// Empties a slot find_slot returned.
   void erase_at(std::size_t hole) noexcept {
