@@ -244,6 +244,8 @@ int run_shared(const SharedOptions& o) {
                       {"put_batch_ms", p.put_batch_ms},
                       {"get_batch_ms", p.get_batch_ms},
                       {"ceiling_get_batch_ms", p.ceiling_get_batch_ms},
+                      {"verify_copy_batch_ms", p.verify_copy_batch_ms},
+                      {"verified_ceiling_of_ceiling", p.verified_ceiling_of_ceiling},
                       {"keyed_put_GBps", p.keyed_put_gbps},
                       {"keyed_put_of_unkeyed", p.keyed_put_of_unkeyed()},
                       {"keyed_get_GBps", p.keyed_get_gbps},
@@ -258,7 +260,9 @@ int run_shared(const SharedOptions& o) {
   }
   std::cout << "kvtier bench shared: " << urls
             << "; ceiling: raw pipelined SET, then GET, of values of the same size, a batch per pipeline; keyed: the "
-               "store under a tier key (HMAC-SHA256 of every value); ratios: medians of each iteration's ratio\n"
+               "store under a tier key (HMAC-SHA256 of every value); verify_copy: XXH3 and the copy into a page of "
+               "the raw GETs' payloads, what a verified fetch adds on the client; verified_ceiling_of_ceiling: raw / "
+               "(raw + verify_copy), the most such a fetch can reach here; ratios: medians of each iteration's ratio\n"
             << "targets: fetch >= " << measure::SharedPoint::kGetTarget
             << " of raw GET at batches of 16 and up, >= " << measure::SharedPoint::kGetTargetBatchOne
             << " at batch 1; publish >= " << measure::SharedPoint::kPutTarget << " of raw SET\n";

@@ -19,11 +19,15 @@ grep -q '"g4_blocks_fetched": [1-9]' "$work/second.json"
 grep -q '"mismatches": 0' "$work/first.json"
 grep -q '"mismatches": 0' "$work/second.json"
 grep -q '"g4_checksum_failures": 0' "$work/second.json"
-# kvtier bench shared on the same store: every block verified, each row next to its ceiling.
-"$kvtier" bench shared --shared-tier "$url" --page-bytes 16384,65536 --batches 1,8 --megabytes 1 --iterations 1 \
+# kvtier bench shared on the same store: every block verified, each row next to its ceiling
+# and to what verifying and copying cost on the ceiling's own replies (a fraction below 1).
+# Two iterations: one store publishes blocks of its own in each (a block published twice is refused).
+"$kvtier" bench shared --shared-tier "$url" --page-bytes 16384,65536 --batches 1,8 --megabytes 1 --iterations 2 \
   --json "$work/bench.json" >/dev/null
 [[ $(grep -c '"get_of_ceiling"' "$work/bench.json") -eq 4 ]]
 ! grep -q '"verified_reads": 0' "$work/bench.json"
+[[ $(grep -cE '"verified_ceiling_of_ceiling": 0\.[0-9]*[1-9]' "$work/bench.json") -eq 4 ]]
+! grep -qE '"verify_copy_batch_ms": 0(\.0*)?,' "$work/bench.json"
 # Bad input: a malformed URL and a G4 without G2 are refused (exit 2), and a
 # store that is down is a miss, not a wrong byte: the run ends, says so, and
 # exits 3 (0 when told to tolerate it).

@@ -169,6 +169,10 @@ TEST(RedisCluster, KeySlotsAreRedisClusters) {
   EXPECT_EQ(key_slot("foo"), 12182);
   EXPECT_EQ(key_slot("bar"), 5061);
   EXPECT_EQ(key_slot("123456789"), 0x31C3 % kClusterSlots);
+  // And what redis-server 7.0 answered for a key of ours, a one-byte key and bytes past 0x7f.
+  EXPECT_EQ(key_slot("kvtier-bench-1-0:00000000000007c0"), 2045);
+  EXPECT_EQ(key_slot("a"), 15495);
+  EXPECT_EQ(key_slot("\xff\x80key"), 14188);
   EXPECT_EQ(key_slot("{user1000}.following"), key_slot("{user1000}.followers"));
   EXPECT_EQ(key_slot("{}x"), key_slot("{}x"));
   EXPECT_NE(key_slot("{}x"), key_slot("x"));  // an empty tag is no tag: the whole key

@@ -24,6 +24,12 @@ struct SharedPoint {
   double put_batch_ms = 0.0;          // median wall time of one batch: published and answered
   double get_batch_ms = 0.0;          // one lookup + read of a batch, verified
   double ceiling_get_batch_ms = 0.0;  // one raw GET pipeline of a batch
+  /// The work a verified fetch adds to the raw GET on the client, timed on
+  /// the ceiling's own replies: XXH3 of a batch's payloads and their copy
+  /// into pages. The ratio is the most a fetch that verifies and copies could
+  /// reach on this machine: raw / (raw + verify and copy), per iteration.
+  double verify_copy_batch_ms = 0.0;
+  double verified_ceiling_of_ceiling = 0.0;
   /// The same store under a tier key (HMAC-SHA256 of every value); 0 without OpenSSL.
   double keyed_put_gbps = 0.0;
   double keyed_get_gbps = 0.0;
