@@ -1,0 +1,56 @@
+"""scripts/policy-headroom.py replays a trace by the one definition of hit rate
+kvtier's managers use (docs/policies.md): its LRU must hit exactly what
+`kvtier bench policy`'s `lru` row hits, or its figures say nothing about
+kvtier's policies. KVTIER_BIN names the binary; without one, or without the
+shipped trace, the module skips."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+KVTIER = os.environ.get("KVTIER_BIN", "build/release/kvtier")
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+SCRIPT = os.path.join(ROOT, "scripts", "policy-headroom.py")
+TRACE = os.path.join(ROOT, "..", "shared", "traces", "mooncake_synthetic_trace.jsonl")
+pytestmark = [
+    pytest.mark.skipif(not os.access(KVTIER, os.X_OK), reason=f"no kvtier binary at {KVTIER}"),
+    pytest.mark.skipif(not os.path.exists(TRACE), reason=f"no trace at {TRACE}"),
+]
+CAPACITIES = "97,439,1318"
+REQUESTS = "1200"
+
+
+def headroom(tmp_path, *args):
+    out = tmp_path / "headroom.json"
+    subprocess.run([sys.executable, SCRIPT, "--trace", TRACE, "--capacities", CAPACITIES, "--requests", REQUESTS,
+                    "--json", str(out), *args], check=True, capture_output=True, text=True, timeout=600)
+    return json.loads(out.read_text())
+
+
+def test_its_lru_hits_what_kvtiers_lru_hits(tmp_path):
+    out = tmp_path / "policy.json"
+    subprocess.run([KVTIER, "bench", "policy", "--trace", TRACE, "--capacities", CAPACITIES, "--requests", REQUESTS,
+                    "--policies", "lru", "--json", str(out)], check=True, capture_output=True, text=True, timeout=600)
+    kvtier_lru = {row["capacity_blocks"]: row["hit_rate"] for row in json.loads(out.read_text())
+                  if row["policy"] == "lru"}
+    script_lru = {row["capacity_blocks"]: row["hit_rate"] for row in headroom(tmp_path, "--families", "lru")}
+    assert set(script_lru) == {97, 439, 1318}
+    assert kvtier_lru.keys() == script_lru.keys()
+    for capacity, rate in script_lru.items():
+        assert rate > 0
+        assert rate == pytest.approx(kvtier_lru[capacity], abs=1e-12), capacity
+
+
+def test_no_bonus_is_lru_and_the_oracle_never_hits_less(tmp_path):
+    rows = headroom(tmp_path, "--families", "lru,frequency,oracle_admission", "--weights", "0", "--caps", "1",
+                    "--windows", "1000000000")
+    by_policy = {}
+    for row in rows:
+        by_policy.setdefault(row["policy"], {})[row["capacity_blocks"]] = row["hit_rate"]
+    assert by_policy["frequency"] == by_policy["lru"]  # a bonus of 0: recency alone
+    # Turning away only first sightings that are never used again can only leave more room for the rest.
+    for capacity, rate in by_policy["lru"].items():
+        assert by_policy["oracle_admission"][capacity] >= rate
+    assert any(by_policy["oracle_admission"][c] > r for c, r in by_policy["lru"].items())
