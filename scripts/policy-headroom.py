@@ -13,8 +13,10 @@ evicts down to the capacity, its own new blocks included; a child never
 outranks its parent, the deeper block goes first on ties):
 
 - `frequency`: recency plus a bonus for every earlier sighting of the block
-  (exact counts over the whole trace: unbounded history, more than a sketch
-  holds), the bonus in units of the cache's lifetime in requests.
+  (exact counts over the whole trace — unbounded history, more than a sketch
+  holds — or, with --history H, counts kept only for blocks resident or among
+  the last H x capacity evicted), the bonus in units of the cache's lifetime
+  in requests.
 - `oracle_admission`: as `frequency`, and a block seen for the first time is
   kept only if it is used again within W requests. The oracle knows the
   future of every first sighting, which no cache does.
@@ -28,7 +30,7 @@ import heapq
 import itertools
 import json
 import sys
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 
 
 def read_trace(path):
@@ -61,12 +63,15 @@ def next_uses(requests):
     return following
 
 
-def hit_rate(requests, capacity, priority):
+def hit_rate(requests, capacity, priority, history=0):
     """Replays the requests through a cache of `capacity` blocks that evicts the
-    lowest priority(t, block, sightings) first."""
+    lowest priority(t, block, sightings) first. history > 0: a block's
+    sightings are remembered only while it is resident or among the last
+    history x capacity blocks evicted (a bounded ghost list); 0: always."""
     resident = {}
     heap = []
     sightings = defaultdict(int)
+    ghosts = OrderedDict()
     hits = total = 0
     for t, blocks in enumerate(requests):
         prefix = 0
@@ -76,6 +81,8 @@ def hit_rate(requests, capacity, priority):
         total += len(blocks)
         parent = None
         for depth, block in enumerate(blocks):
+            if history and block not in resident:
+                sightings[block] = ghosts.pop(block, 0)
             sightings[block] += 1
             key = priority(t, block, sightings[block])
             if parent is not None and parent < key:
@@ -87,6 +94,10 @@ def hit_rate(requests, capacity, priority):
             key, _, block = heapq.heappop(heap)
             if resident.get(block) == key:
                 del resident[block]
+                if history:
+                    ghosts[block] = sightings.pop(block)
+                    if len(ghosts) > history * capacity:
+                        ghosts.popitem(last=False)
     return hits / total
 
 
@@ -125,12 +136,14 @@ def main():
     parser.add_argument("--caps", default="1,2,4,100", help="sightings counted at most")
     parser.add_argument("--windows", default="100,300,1000", help="oracle: reused within W requests")
     parser.add_argument("--families", default="lru,frequency,oracle_admission")
+    parser.add_argument("--history", type=float, default=0,
+                        help="frequency: remember the sightings of evicted blocks for this many capacities (0: all)")
     parser.add_argument("--json", help="write the rows to this file")
     args = parser.parse_args()
 
     requests = read_trace(args.trace)
-    if args.requests < 0:
-        sys.exit("--requests must be at least 0")
+    if args.requests < 0 or args.history < 0:
+        sys.exit("--requests and --history must be at least 0")
     if args.requests:
         requests = requests[: args.requests]
     unique = len({block for blocks in requests for block in blocks})
@@ -158,7 +171,8 @@ def main():
                 ]
             else:
                 sys.exit(f"unknown family {family}: lru, frequency or oracle_admission")
-            best, setting = max(((hit_rate(requests, capacity, p), s) for p, s in grid), key=lambda r: r[0])
+            history = args.history if family == "frequency" else 0
+            best, setting = max(((hit_rate(requests, capacity, p, history), s) for p, s in grid), key=lambda r: r[0])
             rows.append(
                 {"policy": family, "capacity_blocks": capacity, "hit_rate": best, "of_lru": best / lru if lru else 0.0,
                  "best_setting": setting}

@@ -54,3 +54,12 @@ def test_no_bonus_is_lru_and_the_oracle_never_hits_less(tmp_path):
     for capacity, rate in by_policy["lru"].items():
         assert by_policy["oracle_admission"][capacity] >= rate
     assert any(by_policy["oracle_admission"][c] > r for c, r in by_policy["lru"].items())
+
+
+def test_a_history_longer_than_the_trace_is_exact_counts_and_a_short_one_forgets(tmp_path):
+    args = ["--families", "frequency", "--weights", "4", "--caps", "100"]
+    exact = {r["capacity_blocks"]: r["hit_rate"] for r in headroom(tmp_path, *args)}
+    long = {r["capacity_blocks"]: r["hit_rate"] for r in headroom(tmp_path, *args, "--history", "1000")}
+    short = {r["capacity_blocks"]: r["hit_rate"] for r in headroom(tmp_path, *args, "--history", "0.5")}
+    assert long == exact
+    assert short != exact
