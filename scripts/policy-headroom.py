@@ -63,22 +63,49 @@ def next_uses(requests):
     return following
 
 
-def hit_rate(requests, capacity, priority, history=0):
+def hit_rate(requests, capacity, priority, history=0, room_first=False):
     """Replays the requests through a cache of `capacity` blocks that evicts the
     lowest priority(t, block, sightings) first. history > 0: a block's
     sightings are remembered only while it is resident or among the last
-    history x capacity blocks evicted (a bounded ghost list); 0: always."""
+    history x capacity blocks evicted (a bounded ghost list); 0: always.
+    room_first: room for a request is made before it, never by evicting its
+    own blocks (a G1 pool holds a request's pages while it computes: kvtier's
+    managers, and any engine), where the hit-rate definition evicts after it."""
     resident = {}
     heap = []
     sightings = defaultdict(int)
     ghosts = OrderedDict()
     hits = total = 0
+
+    def evict(block):
+        del resident[block]
+        if history:
+            ghosts[block] = sightings.pop(block)
+            if len(ghosts) > history * capacity:
+                ghosts.popitem(last=False)
+
     for t, blocks in enumerate(requests):
         prefix = 0
         while prefix < len(blocks) and blocks[prefix] in resident:
             prefix += 1
         hits += prefix
         total += len(blocks)
+        if room_first:
+            blocks = blocks[:capacity]  # what a pool of `capacity` pages can hold of it
+            own = set(blocks)
+            needed = sum(1 for block in blocks if block not in resident)
+            spared = []
+            while len(resident) + needed > capacity:
+                entry = heapq.heappop(heap)
+                key, _, block = entry
+                if resident.get(block) != key:
+                    continue
+                if block in own:
+                    spared.append(entry)
+                else:
+                    evict(block)
+            for entry in spared:
+                heapq.heappush(heap, entry)
         parent = None
         for depth, block in enumerate(blocks):
             if history and block not in resident:
@@ -93,11 +120,7 @@ def hit_rate(requests, capacity, priority, history=0):
         while len(resident) > capacity:
             key, _, block = heapq.heappop(heap)
             if resident.get(block) == key:
-                del resident[block]
-                if history:
-                    ghosts[block] = sightings.pop(block)
-                    if len(ghosts) > history * capacity:
-                        ghosts.popitem(last=False)
+                evict(block)
     return hits / total
 
 
@@ -136,6 +159,8 @@ def main():
     parser.add_argument("--caps", default="1,2,4,100", help="sightings counted at most")
     parser.add_argument("--windows", default="100,300,1000", help="oracle: reused within W requests")
     parser.add_argument("--families", default="lru,frequency,oracle_admission")
+    parser.add_argument("--room-first", action="store_true",
+                        help="make room before each request, never from its own blocks (as a G1 pool must)")
     parser.add_argument("--history", type=float, default=0,
                         help="frequency: remember the sightings of evicted blocks for this many capacities (0: all)")
     parser.add_argument("--json", help="write the rows to this file")
@@ -157,7 +182,7 @@ def main():
     rows = []
     for capacity in capacities_of(args.capacities, unique):
         lifetime = capacity / mean_blocks  # requests a block stays without help
-        lru = hit_rate(requests, capacity, lambda t, block, seen: t)
+        lru = hit_rate(requests, capacity, lambda t, block, seen: t, 0, args.room_first)
         rows.append({"policy": "lru", "capacity_blocks": capacity, "hit_rate": lru, "of_lru": 1.0})
         for family in families:
             if family == "lru":
@@ -172,7 +197,8 @@ def main():
             else:
                 sys.exit(f"unknown family {family}: lru, frequency or oracle_admission")
             history = args.history if family == "frequency" else 0
-            best, setting = max(((hit_rate(requests, capacity, p, history), s) for p, s in grid), key=lambda r: r[0])
+            best, setting = max(((hit_rate(requests, capacity, p, history, args.room_first), s) for p, s in grid),
+                                key=lambda r: r[0])
             rows.append(
                 {"policy": family, "capacity_blocks": capacity, "hit_rate": best, "of_lru": best / lru if lru else 0.0,
                  "best_setting": setting}
