@@ -111,7 +111,7 @@ struct CeilingTimes {
   /// into a page (the G2 page of a real fetch).
   double verify_copy_s = 0.0;
   std::vector<double> verify_copy_batches;
-  std::uint64_t digests = 0;
+  std::uint64_t digests = 0;  // the hashes' XOR: what they computed is kept, as a fetch keeps its verdict
 };
 
 /// The store alone: pipelined SETs, then GETs, of values of the same size,
