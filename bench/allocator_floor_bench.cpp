@@ -29,7 +29,7 @@ class CountingSink final : public KvEventSink {
 const measure::RequestStream& stream(int which) {
   static const measure::RequestStream shared = measure::shared_half_stream(1000, 2048, 16, 64, 16384);
   static const measure::RequestStream trace =
-      measure::trace_stream(KVTIER_SHARED_TRACE, 300, 16, 16, 64 * 1024);  // ~300 long prompts of the real trace
+      measure::trace_stream(KVTIER_MOONCAKE_TRACE, 300, 16, 16, 64 * 1024);  // ~300 long prompts of the real trace
   return which == 0 ? shared : trace;
 }
 

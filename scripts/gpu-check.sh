@@ -144,8 +144,7 @@ if ! $no_gpu; then
   step "replay (cuda, G2 tier)" 90 "$out/replay.log" "$bin/kvtier" replay --device cuda --capacity 1024 \
     --host-blocks 4096 --verify full
   # A real model's KV cache groups on device memory, its real 576 KiB pages, beside --no-hybrid (issue 32).
-  trace=../shared/traces/mooncake_synthetic_trace.jsonl
-  [[ -n $prebuilt && -f $prebuilt/mooncake_synthetic_trace.jsonl ]] && trace=$prebuilt/mooncake_synthetic_trace.jsonl
+  trace=data/traces/mooncake_synthetic_trace.jsonl
   # The model's real pages: every K/V byte is synthesized on the host, so few requests.
   step "replay --model (cuda)" 150 "$out/replay.log" "$bin/kvtier" replay --device cuda --model gpt-oss-120b \
     --gpu-memory-gb 8 --check-page-bytes 0 --trace "$trace" --max-requests 20 --time-scale 0 --no-compare

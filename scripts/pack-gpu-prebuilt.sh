@@ -22,8 +22,6 @@ for program in "$out"/kvtier "$out"/kvtier_gpu_tests "$out"/kvtier_copy_bench; d
   ldd "$program" | awk '/=> \// {print $3}'
 done | sort -u | grep -Ev '/(libc|libm|libdl|libpthread|librt|libresolv|libstdc\+\+|libgcc_s|libz|libcrypto|libssl|ld-linux[^/]*)\.so' |
   while read -r lib; do cp -L "$lib" "$out/lib/"; done
-# The shared trace stays beside the checkout, which does not travel: a copy does.
-cp ../shared/traces/mooncake_synthetic_trace.jsonl "$out/"
 git rev-parse HEAD > "$out/commit"
 git status --short --untracked-files=no | sed 's/^/changed: /' >> "$out/commit"
 du -sh "$out"

@@ -152,7 +152,7 @@ def capacities_of(spec, unique):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--trace", default="../shared/traces/mooncake_synthetic_trace.jsonl")
+    parser.add_argument("--trace", default="data/traces/mooncake_synthetic_trace.jsonl")
     parser.add_argument("--capacities", default="1%,3%,10%", help="of the unique blocks, or block counts")
     parser.add_argument("--requests", type=int, default=0, help="the first N requests only (0: all)")
     parser.add_argument("--weights", default="0.5,1,2,4,8", help="frequency bonus, in cache lifetimes")

@@ -9,6 +9,7 @@
 # when it is absent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+root=$PWD
 venv=build/python-venv
 rm -rf "$venv"
 python3 -m venv "$venv"
@@ -27,4 +28,4 @@ grep -E "^ *-- kvtier:" "$log" | sed "s/^ *//" >&2 || true
 # Run from outside the source tree so `import kvtier` is the installed package.
 cd tests/python
 # The real-model tests run here, never skip: their dependencies were installed above.
-KVTIER_REQUIRE_MODEL_TESTS=1 KVTIER_BIN="${KVTIER_BIN:-$PWD/../../build/release/kvtier}" "../../$venv/bin/python" -m pytest -q -p no:cacheprovider -c ../../pyproject.toml --rootdir . .
+KVTIER_REQUIRE_MODEL_TESTS=1 KVTIER_BIN="${KVTIER_BIN:-$root/build/release/kvtier}" "$root/$venv/bin/python" -m pytest -q -p no:cacheprovider -c "$root/pyproject.toml" --rootdir . .

@@ -30,7 +30,7 @@ constexpr std::size_t kMaxSwapBatchBytes = std::size_t{256} << 20;
 
 struct AllocOptions {
   std::string stream = "all";  // shared_half | mooncake | all
-  std::string trace = "../shared/traces/mooncake_synthetic_trace.jsonl";
+  std::string trace = KVTIER_DEFAULT_TRACE;
   std::size_t rounds = 5;
   std::string json;
   std::string csv;

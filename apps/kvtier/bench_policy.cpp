@@ -20,7 +20,7 @@ namespace kvtier::cli {
 namespace {
 
 struct PolicyOptions {
-  std::string trace = "../shared/traces/mooncake_synthetic_trace.jsonl";
+  std::string trace = KVTIER_DEFAULT_TRACE;
   std::vector<std::string> capacities{"0.3%", "1%", "3%", "10%", "30%"};
   std::vector<std::string> policies;  // empty: every online policy
   std::size_t requests = 0;           // 0: the whole trace

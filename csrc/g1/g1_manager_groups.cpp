@@ -1,4 +1,4 @@
-// G1Manager's calls for KV cache groups (../shared/spec/model-geometry.md):
+// G1Manager's calls for KV cache groups (docs/spec/model-geometry.md):
 // per-group tables and usage on every manager, requests' slots on a manager
 // with groups (GroupedBackend).
 #include <string>

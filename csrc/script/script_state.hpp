@@ -102,7 +102,7 @@ class ScriptRunner::State {
   std::unordered_map<std::string, Uuid>::iterator add_label(const std::string& label, const Uuid& uuid);
   void forget_label(const Uuid& uuid);
   Json block_json(const UniqueBlock& block) const;
-  /// The script format's pattern identity (spec/script-format.md): the
+  /// The script format's pattern identity (docs/spec/script-format.md): the
   /// session's for a full block (its sequence hash), XXH3-64 of the label
   /// for a partial one, so a script's pages are the same bytes on every run.
   std::uint64_t pattern_identity(const UniqueBlock& block) const;

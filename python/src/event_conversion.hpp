@@ -1,6 +1,6 @@
 #pragma once
 // KV events as Python dicts: the same fields and names `kvtier script` prints
-// (spec/script-format.md), so a Python program and a script see one format.
+// (docs/spec/script-format.md), so a Python program and a script see one format.
 #include <nanobind/nanobind.h>
 
 #include <nlohmann/json.hpp>

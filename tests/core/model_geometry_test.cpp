@@ -1,4 +1,4 @@
-// KV cache groups resolved into one pool (../shared/spec/model-geometry.md,
+// KV cache groups resolved into one pool (docs/spec/model-geometry.md,
 // section 2): one page size for every group — smaller attention pages scale
 // their block size, a Mamba state and a page that does not divide are padded,
 // the attention block is raised to cover a Mamba state when the caller lets

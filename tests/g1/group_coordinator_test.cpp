@@ -1,4 +1,4 @@
-// KV cache groups on one pool (../shared/spec/model-geometry.md sections 2-4):
+// KV cache groups on one pool (docs/spec/model-geometry.md sections 2-4):
 // the worked examples H2 (release order), H4 (full + two sliding windows),
 // H5 (every combination hits), H6 (different block sizes) and H7 (Mamba align
 // and the uncached common prefix) on the coordinator, and the rules that cross

@@ -1,4 +1,4 @@
-// Each KV cache group kind's own rules (../shared/spec/model-geometry.md
+// Each KV cache group kind's own rules (docs/spec/model-geometry.md
 // sections 3-4): the worked examples H1 (sliding-window hits), H2 (what a
 // sliding window frees), H3 (what chunked local attention frees), H6's
 // sliding-window hit rounded to the scheduler unit, and Mamba's.

@@ -105,8 +105,7 @@ TEST(OfflineBound, IsNeverBelowFifoOrAnyOnlinePolicy) {
 }
 
 TEST(OfflineBound, IsNeverBelowAnyOnlinePolicyOnTheSharedTrace) {
-  if (!std::filesystem::exists(KVTIER_SHARED_TRACE)) GTEST_SKIP() << "no trace at " << KVTIER_SHARED_TRACE;
-  const PrefixTreeTrace trace = prefix_tree_trace(replay::read_trace_file(KVTIER_SHARED_TRACE, 400));
+  const PrefixTreeTrace trace = prefix_tree_trace(replay::read_trace_file(KVTIER_MOONCAKE_TRACE, 400));
   const TraceBlocks blocks = trace_blocks(trace);
   for (std::size_t capacity : {50UL, 400UL, 2000UL}) {
     const PolicyHits bound = belady_bound(trace, capacity);
@@ -173,8 +172,7 @@ TEST(PolicyComparison, RowsGiveEachPolicyBesideTheBoundOfItsCapacity) {
 }
 
 TEST(PolicyComparison, OverATierStackEveryTierCountsAndTheStacksBoundRules) {
-  if (!std::filesystem::exists(KVTIER_SHARED_TRACE)) GTEST_SKIP() << "no trace at " << KVTIER_SHARED_TRACE;
-  const auto requests = replay::read_trace_file(KVTIER_SHARED_TRACE, 120);
+  const auto requests = replay::read_trace_file(KVTIER_MOONCAKE_TRACE, 120);
   const auto scratch = std::filesystem::temp_directory_path() / "kvtier-policy-stack-test";
   const PolicyStack stack{.host_blocks = 200, .disk_blocks = 400, .disk_dir = scratch};
   const auto rows =

@@ -1,5 +1,5 @@
 """A KV cache group's pages from Python in their page format
-(../shared/spec/model-geometry.md §1, §5, §7): Manager.group_cache views K/V
+(docs/spec/model-geometry.md §1, §5, §7): Manager.group_cache views K/V
 with inline scales, an MLA latent with its tile scales, and a Mamba state's
 conv and recurrent bytes over the real pool, each at the byte offsets vLLM's
 formulas give — on the host runtime."""

@@ -1,4 +1,4 @@
-"""KV cache groups from Python (../shared/spec/model-geometry.md §7): a
+"""KV cache groups from Python (docs/spec/model-geometry.md §7): a
 hybrid manager from group dicts or a real model's preset, per-group block
 tables with the null page, the uncached common prefix, events and metrics
 per group, and the refusals — on the host runtime."""

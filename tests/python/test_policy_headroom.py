@@ -1,8 +1,8 @@
 """scripts/policy-headroom.py replays a trace by the one definition of hit rate
 kvtier's managers use (docs/policies.md): its LRU must hit exactly what
 `kvtier bench policy`'s `lru` row hits, or its figures say nothing about
-kvtier's policies. KVTIER_BIN names the binary; without one, or without the
-shipped trace, the module skips."""
+kvtier's policies. KVTIER_BIN names the binary; without one the module skips. The trace is the
+one the repository ships (data/traces)."""
 import json
 import os
 import subprocess
@@ -13,10 +13,9 @@ import pytest
 KVTIER = os.environ.get("KVTIER_BIN", "build/release/kvtier")
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 SCRIPT = os.path.join(ROOT, "scripts", "policy-headroom.py")
-TRACE = os.path.join(ROOT, "..", "shared", "traces", "mooncake_synthetic_trace.jsonl")
+TRACE = os.path.join(ROOT, "data", "traces", "mooncake_synthetic_trace.jsonl")
 pytestmark = [
     pytest.mark.skipif(not os.access(KVTIER, os.X_OK), reason=f"no kvtier binary at {KVTIER}"),
-    pytest.mark.skipif(not os.path.exists(TRACE), reason=f"no trace at {TRACE}"),
 ]
 CAPACITIES = "97,439,1318"
 REQUESTS = "1200"

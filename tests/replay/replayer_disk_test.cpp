@@ -71,7 +71,7 @@ TEST_F(ReplayerDisk, APrefixG2EvictedComesBackFromG3WithItsBytes) {
 }
 
 TEST_F(ReplayerDisk, TheSharedTraceHitsG3AndASecondProcessHitsItFromItsFirstRequests) {
-  const auto trace = read_trace_file(KVTIER_SHARED_TRACE, 200);
+  const auto trace = read_trace_file(KVTIER_MOONCAKE_TRACE, 200);
   const ReplayConfig c = config(g1::G1Backend::Native, 1500, 128, 500, 20000);
   const auto first = replay(runtime_, c, trace);
   EXPECT_GT(first.g3_hit_blocks, 0U);
@@ -94,7 +94,7 @@ TEST_F(ReplayerDisk, TheSharedTraceHitsG3AndASecondProcessHitsItFromItsFirstRequ
 // process": every instance opened the one file). Each instance keeps a tier
 // of its own, in DIR/instance-<i>; a second run finds each one's blocks.
 TEST_F(ReplayerDisk, SeveralInstancesKeepATierEachInTheirOwnDirectory) {
-  const auto trace = read_trace_file(KVTIER_SHARED_TRACE, 60);
+  const auto trace = read_trace_file(KVTIER_MOONCAKE_TRACE, 60);
   ReplayConfig c = config(g1::G1Backend::Native, 1500, 128, 500, 20000);
   c.instances = 2;
   const auto first = replay_instances(runtime_, c, trace);
@@ -139,7 +139,7 @@ std::size_t forge_every_slot(const ReplayConfig& c, const std::filesystem::path&
 // and the replay fetched 4,353 blocks "verified" with mismatches. Under a tier
 // key every one is refused and counted, and no wrong byte is served.
 TEST_F(ReplayerDisk, ForgedSlotsAreServedWithoutATierKeyAndRefusedWithOne) {
-  const auto trace = read_trace_file(KVTIER_SHARED_TRACE, 60);
+  const auto trace = read_trace_file(KVTIER_MOONCAKE_TRACE, 60);
   const std::vector<TraceRequest> opening(trace.begin(), trace.begin() + 20);
   const std::filesystem::path key = scratch_->path() / "key";
   std::ofstream(key) << "a tier key of more than thirty-two bytes of secret";

@@ -116,7 +116,7 @@ TEST(ReplayerShared, FourInstancesRoundRobinHitG4WhereAloneTheyMiss) {
   RedisServers redis(1, "2gb");
   KVTIER_REQUIRE_REDIS(redis);
   memory::HostRuntime runtime;
-  const auto trace = read_trace_file(KVTIER_SHARED_TRACE, 200);
+  const auto trace = read_trace_file(KVTIER_MOONCAKE_TRACE, 200);
   const auto without = four_instances_alone(runtime, trace);
   ReplayConfig shared = config(g1::G1Backend::Native, 1500, 128, 500, redis.urls(), "four");
   shared.instances = 4;
@@ -143,7 +143,7 @@ TEST(ReplayerShared, LazyAndSecondOfferPublishingStoreLessAndServeOnlyVerifiedBy
   RedisServers redis(1, "2gb");
   KVTIER_REQUIRE_REDIS(redis);
   memory::HostRuntime runtime;
-  const auto trace = read_trace_file(KVTIER_SHARED_TRACE, 200);
+  const auto trace = read_trace_file(KVTIER_MOONCAKE_TRACE, 200);
   const auto run = [&](const std::string& space, bool eager, offload::TierAdmission admission) {
     ReplayConfig c = config(g1::G1Backend::Native, 1500, 128, 500, redis.urls(), space);
     c.session.shared->publish_on_landing = eager;
@@ -171,7 +171,7 @@ TEST(ReplayerShared, AShardKilledMidReplayCostsHitsNeverBytes) {
   RedisServers redis(3, "1gb");
   KVTIER_REQUIRE_REDIS(redis);
   memory::HostRuntime runtime;
-  const auto trace = read_trace_file(KVTIER_SHARED_TRACE, 160);
+  const auto trace = read_trace_file(KVTIER_MOONCAKE_TRACE, 160);
   ReplayConfig c = config(g1::G1Backend::Native, 1500, 128, 500, redis.urls(), "killed");
   c.instances = 2;
   bool killed = false;
@@ -197,7 +197,7 @@ TEST(ReplayerShared, FourInstancesOnAStalledStoreEndWithinTheBound) {
   RedisServers redis(1, "2gb");
   KVTIER_REQUIRE_REDIS(redis);
   memory::HostRuntime runtime;
-  const auto trace = read_trace_file(KVTIER_SHARED_TRACE, 100);
+  const auto trace = read_trace_file(KVTIER_MOONCAKE_TRACE, 100);
   double alone_s = 0.0;
   const auto without = four_instances_alone(runtime, trace, &alone_s);
   ReplayConfig c = config(g1::G1Backend::Native, 1500, 128, 500, redis.urls(), "stalled");
@@ -234,7 +234,7 @@ TEST(ReplayerShared, ForgedValuesAreServedWithoutATierKeyAndRefusedWithOne) {
   std::ofstream(key) << "a tier key of more than thirty-two bytes of secret";
   std::filesystem::permissions(key, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
   memory::HostRuntime runtime;
-  const auto trace = read_trace_file(KVTIER_SHARED_TRACE, 50);
+  const auto trace = read_trace_file(KVTIER_MOONCAKE_TRACE, 50);
   for (const bool keyed : {false, true}) {
     const std::string space = keyed ? "forged-keyed" : "forged";
     ReplayConfig c = config(g1::G1Backend::Native, 1500, 128, 500, redis.urls(), space);

@@ -37,7 +37,7 @@ struct KvRemoved {
 };
 
 /// The KV cache group an event of a manager with groups speaks for
-/// (../shared/spec/model-geometry.md section 6; vLLM's `group_idx`,
+/// (docs/spec/model-geometry.md section 6; vLLM's `group_idx`,
 /// `kv_cache_spec_kind`, `kv_cache_spec_sliding_window`, and the group's `block_size`).
 struct KvEventGroup {
   std::uint32_t index = 0;

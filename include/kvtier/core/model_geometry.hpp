@@ -1,5 +1,5 @@
 #pragma once
-// A model's KV cache as KV cache groups (../shared/spec/model-geometry.md,
+// A model's KV cache as KV cache groups (docs/spec/model-geometry.md,
 // sections 1 and 2; vLLM's KVCacheSpec and its page-size unification): each
 // group is a kind (full attention, sliding window, chunked local attention,
 // MLA, windowed MLA, Mamba state) over some layers, with its block size and

@@ -1,6 +1,6 @@
 #pragma once
 // The byte format of one layer's block of a KV cache group
-// (../shared/spec/model-geometry.md §1 and §5): K and V rows (each side its
+// (docs/spec/model-geometry.md §1 and §5): K and V rows (each side its
 // own head size) in a plain dtype, FP8 with per-tensor scales outside the
 // page, FP8 / INT8 with an fp32 scale inline after each (token, head) row,
 // NVFP4 (each side's packed e2m1 data, then its fp8 block scales); one MLA

@@ -32,7 +32,7 @@ struct G1ManagerConfig {
   /// s3fifo, adaptive: docs/policies.md) instead of vLLM's LRU (nullopt, the
   /// spec's). ConfigError on KVBM, with groups, or for KVBM's own orders.
   std::optional<EvictionBackend> native_eviction{};
-  /// KV cache groups (../shared/spec/model-geometry.md). Empty: one
+  /// KV cache groups (docs/spec/model-geometry.md). Empty: one
   /// full-attention group, today's manager. Native only: more than one group,
   /// or another kind, is a ConfigError on KVBM (Dynamo's KVBM has no hybrid support).
   std::vector<GroupSpec> groups{};
@@ -139,7 +139,7 @@ class G1Manager {
   std::vector<OwnerId> owners() const;
   bool is_cached(SequenceHash hash) const;
 
-  // KV cache groups (../shared/spec/model-geometry.md; docs/semantics.md §7).
+  // KV cache groups (docs/spec/model-geometry.md; docs/semantics.md §7).
   /// More than one group, or a group other than full attention: the manager
   /// keeps a null page and takes requests (allocate_slots, finalize with the
   /// sequence, free_slots; the RequestDriver calls them), not MoveBlock signals.

@@ -1,5 +1,5 @@
 #pragma once
-// KV cache groups as JSON (../shared/spec/model-geometry.md §7, field names
+// KV cache groups as JSON (docs/spec/model-geometry.md §7, field names
 // fixed): what a script's `init.groups` and Python's `Manager(groups=...)`
 // take, and the resolved groups as they answer with them.
 #include <nlohmann/json.hpp>

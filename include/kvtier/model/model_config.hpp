@@ -1,7 +1,7 @@
 #pragma once
 // A real model's KV cache geometry, read from its Hugging Face `config.json`
 // (or a preset of one: model_presets.hpp) and grouped as vLLM's hybrid
-// allocator groups layers (../shared/spec/model-geometry.md §1-2): every
+// allocator groups layers (docs/spec/model-geometry.md §1-2): every
 // layer's kind (full attention, sliding window, chunked local, linear
 // attention / Mamba state), then groups of equally many layers — the fewest
 // layers any kind has — so every group's page holds the same number of layers.

@@ -1,5 +1,5 @@
 #pragma once
-// Mooncake-style request traces (../shared/traces/README.md): one JSON object
+// Mooncake-style request traces (data/traces/README.md): one JSON object
 // per line, {"timestamp": ms, "input_length": n, "output_length": m,
 // "hash_ids": [...]}, each id one 512-token prompt block. Raw tokens are not in
 // the trace: the replay synthesises them so that equal ids give equal tokens,

@@ -24,7 +24,7 @@ class G1Manager;
 
 namespace kvtier::script {
 
-/// Runs `kvtier script` operations (spec/script-format.md) against one
+/// Runs `kvtier script` operations (docs/spec/script-format.md) against one
 /// G1Manager and a KvPool of real pages. One JSON object comes back per
 /// operation line; a refused line leaves every state as it was.
 class ScriptRunner {

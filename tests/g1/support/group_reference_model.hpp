@@ -1,6 +1,6 @@
 #pragma once
 // A reference model of the spec's KV cache group rules
-// (../shared/spec/model-geometry.md sections 2-4), written from the text and
+// (docs/spec/model-geometry.md sections 2-4), written from the text and
 // nothing else, slow and plain: a free list, an LRU list, a hash index of
 // (hash, group) -> copies, and every hit found by trying each length from the
 // longest down against each kind's definition. The differential test runs it

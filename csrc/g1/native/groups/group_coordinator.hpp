@@ -1,5 +1,5 @@
 #pragma once
-// KV cache groups on one page pool (../shared/spec/model-geometry.md sections
+// KV cache groups on one page pool (docs/spec/model-geometry.md sections
 // 2-4; vLLM's HybridKVCacheCoordinator over its BlockPool): every group draws
 // pages from one NativeBlockPool and one eviction order, a request holds one
 // table per group, a group's cache key is (hash, group), and the null page

@@ -1,5 +1,5 @@
 #pragma once
-// One KV cache group's kind-specific rules (../shared/spec/model-geometry.md
+// One KV cache group's kind-specific rules (docs/spec/model-geometry.md
 // sections 3 and 4; vLLM's single-type KV cache managers): which tokens the
 // group no longer needs, at which lengths it can serve a prefix hit and which
 // of its positions that hit fills with real pages, and which of its blocks
