@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "kvtier/core/errors.hpp"
 #include "kvtier/memory/runtime_factory.hpp"
 #include "kvtier/model/model_config.hpp"
 #include "kvtier/model/model_presets.hpp"
+#include "kvtier/replay/group_kv_fill.hpp"
 #include "model_info.hpp"
 #include "replay_report.hpp"
 #include "result_table.hpp"
@@ -40,6 +42,18 @@ std::size_t single_group_tokens(const ModelForm& form) {
   return (std::size_t{form.capacity} - 2) * form.geometry.groups().front().spec.block_size;
 }
 
+/// The bytes of a pool page in memory (none: the model's real page): --check-page-bytes, raised so that
+/// every attention group's K/V fits in its small form, or its attention is never checked (a Mamba state
+/// raises Qwen3-Next's attention block past what 4 KiB holds of one small head).
+std::optional<std::uint64_t> memory_page_bytes(const ModelForm& form, const ModelReplayOptions& options) {
+  if (!form.geometry.has_null_page() || options.check_page_bytes == 0) return std::nullopt;
+  std::uint64_t bytes = options.check_page_bytes;
+  for (const ResolvedGroup& group : form.geometry.groups()) {
+    bytes = std::max(bytes, replay::smallest_check_page_bytes(group));
+  }
+  return (bytes + 63) / 64 * 64;  // the session takes multiples of 8
+}
+
 replay::ReplayConfig config_for(const ModelForm& form, const ModelReplayOptions& options, replay::ReplayConfig base,
                                 std::size_t max_model_len) {
   base.session.manager.capacity = form.capacity;
@@ -52,9 +66,7 @@ replay::ReplayConfig config_for(const ModelForm& form, const ModelReplayOptions&
     base.session.manager.groups.clear();
     base.session.manager.block_size = form.geometry.groups().front().spec.block_size;
   }
-  if (form.geometry.has_null_page() && options.check_page_bytes != 0) {
-    base.session.group_page_bytes = options.check_page_bytes;
-  }
+  if (const auto bytes = memory_page_bytes(form, options)) base.session.group_page_bytes = *bytes;
   base.max_model_len = max_model_len;
   return base;
 }
@@ -126,15 +138,19 @@ int run_model_replay(const ModelReplayOptions& options, replay::ReplayConfig bas
   out["model"] = model_description;
   out["max_model_len"] = max_model_len;
   out["check_page_bytes"] = options.check_page_bytes;
+  const std::optional<std::uint64_t> in_memory = memory_page_bytes(hybrid, options);
+  out["memory_page_bytes"] = in_memory ? nlohmann::ordered_json(*in_memory) : nlohmann::ordered_json(nullptr);
   print_model(model_description);
-  std::cout << "  max_model_len " << max_model_len << " tokens; "
-            << (hybrid.geometry.has_null_page() && !options.no_hybrid
-                    ? (options.check_page_bytes == 0 ? std::string("pages in memory: the model's")
-                                                     : "pages in memory: " + std::to_string(options.check_page_bytes) +
-                                                           " bytes each (the model's page count; --check-page-bytes 0 "
-                                                           "for its real pages)")
-                    : std::string("pages in memory: the replay's geometry (--layers, --kv-heads, --head-dim)"))
-            << "\n\n";
+  std::string pages = "pages in memory: the replay's geometry (--layers, --kv-heads, --head-dim)";
+  if (hybrid.geometry.has_null_page() && !options.no_hybrid) {
+    pages = !in_memory ? std::string("pages in memory: the model's")
+                       : "pages in memory: " + std::to_string(*in_memory) + " bytes each (the model's page count" +
+                             (*in_memory > options.check_page_bytes ? ", raised from --check-page-bytes so every "
+                                                                      "attention group's K/V fits"
+                                                                    : std::string()) +
+                             "; --check-page-bytes 0 for its real pages)";
+  }
+  std::cout << "  max_model_len " << max_model_len << " tokens; " << pages << "\n\n";
   const std::string runtime_name = memory::runtime_kind_name(runtime.kind());
   const ModelForm& first = options.no_hybrid ? *single : hybrid;
   const replay::ReplayConfig first_config = config_for(first, options, base, max_model_len);

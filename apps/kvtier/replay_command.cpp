@@ -83,6 +83,7 @@ struct ReplayOptions {
   KvEventsOptions kv_events;
   MetricsOptions metrics;
   ModelReplayOptions model;
+  bool stop_at_oversized = false;  // today's stop-at-first, for those who want it
   bool max_running_given = false;  // a model replay runs up to 256 (vLLM's max_num_seqs) otherwise
 };
 
@@ -144,16 +145,20 @@ int run_sweep(const ReplayOptions& o, replay::ReplayConfig config, memory::Runti
     config.session.manager.capacity = capacity;
     ProgressBar bar("capacity " + std::to_string(capacity));
     config.progress = [&bar](std::size_t done, std::size_t total) { bar.update(done, total); };
-    const replay::ReplayReport report = replay::replay(runtime, config, requests);
+    config.record_prefix_steps = wants_prefix_steps(config);
+    replay::ReplayReport report = replay::replay(runtime, config, requests);
     bar.finish();
     mismatches += report.mismatches + report.attention_mismatches;
     rows.push_back(report_json(report, config, workload, memory::runtime_kind_name(runtime.kind())));
-    add_offline_bounds(rows.back(), requests, config);
+    add_offline_bounds(rows.back(), requests, config, {report});
+    report.prefix_steps.clear();
   }
   nlohmann::ordered_json table = nlohmann::ordered_json::array();
   for (const auto& row : rows) {
     table.push_back({{"capacity", row["capacity"]},
+                     {"rejected", row["rejected_requests"]},
                      {"g1_hit_rate", row["g1_hit_rate"]},
+                     {"bound_g1", row["bound_g1_hit_rate"]},
                      {"g2_hit_rate", row["g2_hit_rate"]},
                      {"evictions", row["evictions"]},
                      {"preemptions", row["preemptions"]},
@@ -213,6 +218,7 @@ int run(const ReplayOptions& o) {
   config.instances = o.instances;
   config.route = replay::parse_route_mode(o.route);
   config.max_running = o.max_running;
+  config.refuse_oversized = !o.stop_at_oversized;
   config.token_budget = o.token_budget;
   config.output_tokens = o.output_tokens;
   config.verify = replay::parse_verify_mode(o.verify);
@@ -291,11 +297,12 @@ int run(const ReplayOptions& o) {
   if (metrics && config.instances == 1) config.observe_metrics = metrics_observer(*metrics, kv_events.get(), 0);
   ProgressBar bar("replay");
   config.progress = [&bar](std::size_t done, std::size_t total) { bar.update(done, total); };
+  config.record_prefix_steps = wants_prefix_steps(config);
   const std::vector<replay::ReplayReport> reports = replay::replay_instances(*runtime, config, requests);
   const replay::ReplayReport report = replay::combine(reports);
   config.progress = nullptr;
   auto json = report_json(report, config, workload, runtime_name);
-  add_offline_bounds(json, requests, config);
+  add_offline_bounds(json, requests, config, reports);
   if (reports.size() > 1) {
     json["per_instance"] = nlohmann::ordered_json::array();
     for (const replay::ReplayReport& r : reports)
@@ -407,6 +414,9 @@ void add_replay_command(CLI::App& app, int& exit_code) {
       cmd->add_option("--max-running", o->max_running, "requests running at once (a --model replay: 256)")
           ->capture_default_str();
   cmd->add_option("--token-budget", o->token_budget, "prompt and decode tokens per step")->capture_default_str();
+  cmd->add_flag("--stop-at-oversized", o->stop_at_oversized,
+                "stop before the replay when a request needs more pages than G1 has (default: refuse it, count it "
+                "and go on, as vLLM does)");
   cmd->add_option("--output-tokens", o->output_tokens, "every request's output length (0: prefill only)");
   cmd->add_option("--max-requests", o->max_requests, "replay the first N requests (0: all)")->capture_default_str();
   cmd->add_option("--time-scale", o->time_scale,

@@ -1,5 +1,6 @@
 #include "replay_report.hpp"
 
+#include <algorithm>
 #include <iostream>
 #include <sstream>
 
@@ -26,16 +27,49 @@ std::string disk_lines(const nlohmann::ordered_json& j) {
   return out.str();
 }
 
-/// The offline optimum at this G1 size and stack size, when add_offline_bounds gave one.
+/// The offline optimum beside the hit rates (replay_bounds.hpp): at this G1
+/// size for G1's hits, at the whole stack's for the hits in all, or why not.
 std::string bound_line(const nlohmann::ordered_json& j) {
-  if (!j.contains("bound_g1_hit_rate") || j["bound_g1_hit_rate"].is_null()) return "";
+  if (!j.contains("bound_g1_hit_rate")) return "";
   std::ostringstream out;
-  out << "bound:         " << 100.0 * j["bound_g1_hit_rate"].get<double>() << "% with G1's " << j["bound_g1_blocks"]
-      << " trace blocks";
-  if (!j["bound_stack_hit_rate"].is_null() && j["bound_stack_blocks"] != j["bound_g1_blocks"]) {
-    out << ", " << 100.0 * j["bound_stack_hit_rate"].get<double>() << "% with the stack's " << j["bound_stack_blocks"];
+  out << "bound:         ";
+  if (!j["bound_g1_hit_rate"].is_null()) {
+    out << "G1 " << 100.0 * j["bound_g1_hit_rate"].get<double>() << "% with " << j["bound_g1_blocks"] << " pages";
+    if (!j["bound_stack_hit_rate"].is_null() && j["bound_stack_blocks"] != j["bound_g1_blocks"]) {
+      out << ", in all " << 100.0 * j["bound_stack_hit_rate"].get<double>() << "% with the stack's "
+          << j["bound_stack_blocks"];
+    }
+    out << " (the offline optimum on this run's blocks, in its order: no run hits more; docs/replay.md)";
+    if (!j["bound_note"].is_null()) out << "; ";
   }
-  out << " (the offline optimum, one request at a time, of 512-token blocks: docs/policies.md)\n";
+  if (!j["bound_note"].is_null()) out << j["bound_note"].get<std::string>();
+  out << "\n";
+  return out.str();
+}
+
+/// Why no sequence's attention was checked: a check that did not run is not a pass.
+std::string attention_not_run(const replay::ReplayReport& r, const replay::ReplayConfig& config) {
+  if (config.attention_check_every == 0 || config.attention_check_sequences == 0) {
+    return "not run: --attention-every 0";
+  }
+  if (!r.groups.empty() && std::none_of(r.groups.begin(), r.groups.end(),
+                                        [](const replay::GroupReplayCounts& g) { return g.check == "kv"; })) {
+    return "not run: no attention group's K/V fits the pages in memory (--check-page-bytes)";
+  }
+  return "not run: no scheduler step at a multiple of --attention-every had a request with K/V in its pages";
+}
+
+/// The attention check's line, or why it did not run.
+std::string attention_line(const nlohmann::ordered_json& j) {
+  std::ostringstream out;
+  out << "attention:     ";
+  if (!j["attention_note"].is_null()) {
+    out << j["attention_note"].get<std::string>() << "\n";
+    return out.str();
+  }
+  out << j["attention_sequences"] << " sequences in " << j["attention_checks"]
+      << " decode steps of paged attention through device block tables, " << j["attention_mismatches"]
+      << " mismatches\n";
   return out.str();
 }
 
@@ -206,6 +240,8 @@ nlohmann::ordered_json report_json(const replay::ReplayReport& r, const replay::
   out["attention_checks"] = r.attention_checks;
   out["attention_sequences"] = r.attention_sequences;
   out["attention_mismatches"] = r.attention_mismatches;
+  out["attention_note"] = nullptr;
+  if (r.attention_sequences == 0) out["attention_note"] = attention_not_run(r, config);
   out["first_bad_page"] =
       r.first_bad_page ? nlohmann::ordered_json(*r.first_bad_page) : nlohmann::ordered_json(nullptr);
   if (!r.groups.empty()) {
@@ -253,7 +289,7 @@ void print_report(const nlohmann::ordered_json& j) {
             << j["generated_tokens"] << " generated) in " << j["steps"] << " steps, "
             << j["virtual_ms"].get<double>() / 1000.0 << " s of virtual time"
             << (j["rejected_requests"].get<std::size_t>() > 0
-                    ? "; " + j["rejected_requests"].dump() + " refused (longer than max_model_len or than G1)"
+                    ? "; " + j["rejected_requests"].dump() + " refused (longer than max_model_len, or than all of G1)"
                     : "")
             << "\n"
             << "concurrency:   " << j["mean_running"].get<double>() << " requests running on average, "
@@ -286,10 +322,7 @@ void print_report(const nlohmann::ordered_json& j) {
             << "integrity:     " << j["pages_verified"] << " reused pages verified, " << j["mismatches"]
             << " mismatches" << (j["first_bad_page"].is_null() ? "" : ", first bad page " + j["first_bad_page"].dump())
             << "\n"
-            << "attention:     " << j["attention_sequences"] << " sequences in " << j["attention_checks"]
-            << " decode steps of paged attention through device block tables, " << j["attention_mismatches"]
-            << " mismatches\n"
-            << "wall time:     " << wall << " s\n";
+            << attention_line(j) << "wall time:     " << wall << " s\n";
 }
 
 }  // namespace kvtier::cli

@@ -18,7 +18,9 @@ std::size_t resident_prefix(const std::vector<std::uint32_t>& blocks, const Resi
   return n;
 }
 
-/// next[r][i]: the first request after r that uses request r's block i; `never` if none.
+/// next[r][i]: the first request after r whose hits count that uses request
+/// r's block i; `never` if none, or if a request that does not count makes
+/// the block resident again before it (keeping it until then is worth nothing).
 std::vector<std::vector<std::size_t>> next_uses(const PrefixTreeTrace& trace, std::size_t never) {
   std::vector<std::vector<std::size_t>> next(trace.requests.size());
   std::vector<std::size_t> upcoming(trace.unique_blocks(), never);
@@ -27,7 +29,7 @@ std::vector<std::vector<std::size_t>> next_uses(const PrefixTreeTrace& trace, st
     next[r].resize(blocks.size());
     for (std::size_t i = 0; i < blocks.size(); ++i) {
       next[r][i] = upcoming[blocks[i]];
-      upcoming[blocks[i]] = r;
+      upcoming[blocks[i]] = trace.counts(r) ? r : never;
     }
   }
   return next;
@@ -46,7 +48,7 @@ PolicyHits belady_bound(const PrefixTreeTrace& trace, std::size_t capacity) {
   PolicyHits out{.hits = 0, .prompt_blocks = trace.prompt_blocks()};
   for (std::size_t r = 0; r < trace.requests.size(); ++r) {
     const auto& blocks = trace.requests[r];
-    out.hits += resident_prefix(blocks, resident);
+    if (trace.counts(r)) out.hits += resident_prefix(blocks, resident);
     for (std::size_t i = 0; i < blocks.size(); ++i) {
       const std::uint32_t b = blocks[i];
       if (resident[b]) resident_keys.erase(Key{key_of[b], trace.depth[b], b});
@@ -66,8 +68,9 @@ PolicyHits belady_bound(const PrefixTreeTrace& trace, std::size_t capacity) {
 PolicyHits unbounded_ceiling(const PrefixTreeTrace& trace) {
   std::vector<bool> seen(trace.unique_blocks(), false);
   PolicyHits out{.hits = 0, .prompt_blocks = trace.prompt_blocks()};
-  for (const auto& blocks : trace.requests) {
-    out.hits += resident_prefix(blocks, seen);
+  for (std::size_t r = 0; r < trace.requests.size(); ++r) {
+    const auto& blocks = trace.requests[r];
+    if (trace.counts(r)) out.hits += resident_prefix(blocks, seen);
     for (const std::uint32_t b : blocks) seen[b] = true;
   }
   return out;
@@ -77,8 +80,9 @@ PolicyHits fifo_floor(const PrefixTreeTrace& trace, std::size_t capacity) {
   std::vector<bool> resident(trace.unique_blocks(), false);
   std::deque<std::uint32_t> queue;  // first insertion order, oldest at the front
   PolicyHits out{.hits = 0, .prompt_blocks = trace.prompt_blocks()};
-  for (const auto& blocks : trace.requests) {
-    out.hits += resident_prefix(blocks, resident);
+  for (std::size_t r = 0; r < trace.requests.size(); ++r) {
+    const auto& blocks = trace.requests[r];
+    if (trace.counts(r)) out.hits += resident_prefix(blocks, resident);
     for (const std::uint32_t b : blocks) {
       if (resident[b]) continue;
       resident[b] = true;

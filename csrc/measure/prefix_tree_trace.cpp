@@ -10,7 +10,7 @@ namespace kvtier::measure {
 
 std::size_t PrefixTreeTrace::prompt_blocks() const noexcept {
   std::size_t n = 0;
-  for (const auto& request : requests) n += request.size();
+  for (std::size_t r = 0; r < requests.size(); ++r) n += counts(r) ? requests[r].size() : 0;
   return n;
 }
 

@@ -19,12 +19,10 @@ void grow(memory::Runtime& runtime, memory::PinnedBuffer& buffer, std::size_t by
 
 }  // namespace
 
-std::optional<kernels::GroupPages> check_pages(const ResolvedGroup& group, std::uint64_t memory_page_bytes,
-                                               std::uint32_t capacity) {
-  if (group.spec.kind == GroupKind::Mamba) return std::nullopt;
-  kernels::GroupPages pages{
-      .format = group.format(), .layers = group.spec.layers, .page_stride = memory_page_bytes, .capacity = capacity};
-  if (pages.group_page_bytes() <= memory_page_bytes) return pages;
+namespace {
+
+/// One layer of one small head (a latent of two) in the group's quantization.
+kernels::GroupPages small_form(kernels::GroupPages pages) {
   PageFormat& f = pages.format;
   pages.layers = 1;
   if (f.content == PageContent::KeyValue) {
@@ -36,8 +34,25 @@ std::optional<kernels::GroupPages> check_pages(const ResolvedGroup& group, std::
     f.latent_dim = f.quant == KvQuant::Fp8DsMla ? kDsMlaTile : 2 * kSmallWidth;
     f.rope_dim = std::min(f.rope_dim, kSmallWidth);
   }
+  return pages;
+}
+
+}  // namespace
+
+std::optional<kernels::GroupPages> check_pages(const ResolvedGroup& group, std::uint64_t memory_page_bytes,
+                                               std::uint32_t capacity) {
+  if (group.spec.kind == GroupKind::Mamba) return std::nullopt;
+  kernels::GroupPages pages{
+      .format = group.format(), .layers = group.spec.layers, .page_stride = memory_page_bytes, .capacity = capacity};
+  if (pages.group_page_bytes() <= memory_page_bytes) return pages;
+  pages = small_form(pages);
   if (pages.group_page_bytes() <= memory_page_bytes) return pages;
   return std::nullopt;
+}
+
+std::uint64_t smallest_check_page_bytes(const ResolvedGroup& group) {
+  if (group.spec.kind == GroupKind::Mamba) return 0;
+  return small_form(kernels::GroupPages{.format = group.format(), .layers = group.spec.layers}).group_page_bytes();
 }
 
 GroupKvFill::GroupKvFill(memory::KvPool& pool, kernels::GroupPages pages)

@@ -6,10 +6,16 @@ with the model's own generate() and DynamicCache.
     python -m kvtier.check_model --config config.json --seed 0 --prompts prompts.json \\
         --new-tokens 32 --host-blocks 64 --disk-path /tmp/g3 --shared-tier redis://127.0.0.1:6379
 
-Prints each request's tokens, the prefix hits each tier served (pages: one
-per KV cache group holding the block) and the largest logit difference; exit
+Requests arrive one a step (--arrive-every; 0: all at once), as the turns of
+conversations do, so each finds what the ones before it computed: the default
+prompts share a system prompt and, every second one, a first turn. Prints each
+request's tokens and how many of its prompt tokens came from the cache and
+from which tier (G1, or brought back by G2/G3/G4), the prefix hits each tier
+served (pages: one per KV cache group holding the block) and the largest
+logit difference; exit
 status 1 when the tokens differ or the logits differ by more than
---tolerance. --json OUT writes {"requests": [{"prompt", "tokens"}],
+--tolerance. --json OUT writes {"requests": [{"prompt", "tokens",
+"hit_tokens", "g1_hit_tokens", "hit_pages"}],
 "max_logit_diff", "hits": {"g1", "g2", "g3", "g4"}} (plus "tokens_equal",
 "preemptions", "forwarded_tokens", "steps"). docs/models.md."""
 from __future__ import annotations
@@ -34,6 +40,18 @@ def default_prompts(vocab_size: int, requests: int = 6) -> list[list[int]]:
     return prompts
 
 
+def cache_line(d) -> str:
+    """How many of a request's prompt tokens came from the cache, and from which tier."""
+    if d.hit_tokens == 0:
+        return "none from the cache"
+    tiers = [f"{d.g1_hit_tokens} in G1"]
+    brought = {t.upper(): n for t, n in d.hit_pages.items() if t != "g1" and n}
+    if d.hit_tokens > d.g1_hit_tokens:
+        pages = ", ".join(f"{t} {n}" for t, n in brought.items())
+        tiers.append(f"{d.hit_tokens - d.g1_hit_tokens} brought back ({pages} pages)")
+    return f"{d.hit_tokens} from the cache ({'; '.join(tiers)})"
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="python -m kvtier.check_model", description=__doc__.split("\n\n")[0])
     which = p.add_mutually_exclusive_group()
@@ -42,6 +60,8 @@ def parse_args(argv):
     p.add_argument("--seed", type=int, default=0, help="torch.manual_seed before from_config (default 0)")
     p.add_argument("--prompts", help="a JSON list of token-id lists (default: 6 requests sharing prefixes)")
     p.add_argument("--new-tokens", type=int, default=32)
+    p.add_argument("--arrive-every", type=int, default=1,
+                   help="request i arrives at step i * N (default 1: one a step; 0: all at once)")
     p.add_argument("--capacity", type=int, default=0, help="G1 pages (default: what the prompts need, x2)")
     p.add_argument("--max-running", type=int, default=None, help="requests decoding at once (default: all)")
     p.add_argument("--kv-cache-dtype", default=None, help="vLLM's --kv-cache-dtype for the pages (default: the model's)")
@@ -58,6 +78,8 @@ def parse_args(argv):
 
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.arrive_every < 0:
+        raise SystemExit("--arrive-every must be 0 or more")
     import torch
     from transformers import AutoConfig
 
@@ -87,7 +109,7 @@ def main(argv=None) -> int:
     manager, places = manager_for_model(model, capacity=capacity, kv_cache_dtype=args.kv_cache_dtype, **options)
     with manager:
         decoder = PagedDecoder(model, manager, places, max_running=args.max_running)
-        decoded = decoder.decode(prompts, args.new_tokens)
+        decoded = decoder.decode(prompts, args.new_tokens, [i * args.arrive_every for i in range(len(prompts))])
         stats = decoder.stats
     references = [reference_generate(model, p, args.new_tokens, args.kv_cache_dtype) for p in prompts]
     result = compare(decoded, references)
@@ -95,7 +117,7 @@ def main(argv=None) -> int:
         quantized = args.kv_cache_dtype not in (None, "auto", "bfloat16", "float16", "float32")
         args.tolerance = 1e-2 if quantized else 1e-3
     for i, d in enumerate(decoded):
-        print(f"request {i}: {len(d.prompt)} prompt tokens ({d.hit_tokens} from the cache), tokens {d.tokens}")
+        print(f"request {i}: {len(d.prompt)} prompt tokens, {cache_line(d)}; tokens {d.tokens}")
     print(f"hits (pages): {stats.hits}; preemptions {stats.preemptions}; forwarded tokens {stats.forwarded_tokens}")
     verdict = result.tokens_equal and result.max_logit_diff <= args.tolerance
     print(
@@ -107,7 +129,16 @@ def main(argv=None) -> int:
         with open(args.json, "w") as f:
             json.dump(
                 {
-                    "requests": [{"prompt": d.prompt, "tokens": d.tokens} for d in decoded],
+                    "requests": [
+                        {
+                            "prompt": d.prompt,
+                            "tokens": d.tokens,
+                            "hit_tokens": d.hit_tokens,
+                            "g1_hit_tokens": d.g1_hit_tokens,
+                            "hit_pages": d.hit_pages,
+                        }
+                        for d in decoded
+                    ],
                     "max_logit_diff": result.max_logit_diff,
                     "hits": stats.hits,
                     "tokens_equal": result.tokens_equal,

@@ -96,6 +96,12 @@ std::vector<GroupSpec> groups_from_python(const std::optional<nanobind::list>& g
                                           const std::optional<std::string>& model_name,
                                           const std::optional<std::string>& model_config,
                                           const std::optional<std::string>& kv_cache_dtype, const KvGeometry& layout);
+/// The owner a call means: a Request's (checked to be this manager's), or an
+/// int owner of the MoveBlock level; ContractError when the manager has no
+/// such owner.
+g1::OwnerId owner_of(PyManager& m, nanobind::handle value);
+g1::OwnerId existing_owner(PyManager& m, nanobind::handle value);
+void bind_page_calls(nanobind::class_<PyManager>& manager);
 void bind_move_block_calls(nanobind::class_<PyManager>& manager);
 void bind_offload_calls(nanobind::class_<PyManager>& manager);
 void bind_attention(nanobind::class_<PyManager>& manager);

@@ -1,5 +1,6 @@
 #include "kvtier/memory/cuda_runtime.hpp"
 #include "memory/group_work_contract.hpp"
+#include "memory/kv_write_contract.hpp"
 #include "memory/runtime_contract.hpp"
 
 namespace kvtier::memory::testing {
@@ -13,6 +14,7 @@ struct CudaRuntimeTraits {
 using CudaRuntimes = ::testing::Types<CudaRuntimeTraits>;
 INSTANTIATE_TYPED_TEST_SUITE_P(Cuda, RuntimeContract, CudaRuntimes);
 INSTANTIATE_TYPED_TEST_SUITE_P(Cuda, GroupWorkContract, CudaRuntimes);
+INSTANTIATE_TYPED_TEST_SUITE_P(Cuda, KvWriteContract, CudaRuntimes);
 
 TEST(CudaRuntime, ReportsTheDeviceItRunsOn) {
   if (CudaRuntime::device_count() == 0) GTEST_SKIP() << "no CUDA device is visible";

@@ -1,5 +1,6 @@
 #include "kvtier/memory/host_runtime.hpp"
 #include "memory/group_work_contract.hpp"
+#include "memory/kv_write_contract.hpp"
 #include "memory/runtime_contract.hpp"
 
 namespace kvtier::memory::testing {
@@ -13,6 +14,7 @@ struct HostRuntimeTraits {
 using HostRuntimes = ::testing::Types<HostRuntimeTraits>;
 INSTANTIATE_TYPED_TEST_SUITE_P(Host, RuntimeContract, HostRuntimes);
 INSTANTIATE_TYPED_TEST_SUITE_P(Host, GroupWorkContract, HostRuntimes);
+INSTANTIATE_TYPED_TEST_SUITE_P(Host, KvWriteContract, HostRuntimes);
 
 }  // namespace
 }  // namespace kvtier::memory::testing

@@ -208,3 +208,22 @@ def test_check_model_writes_what_other_programs_read(tmp_path, capsys):
     assert [r["prompt"] for r in result["requests"]] == prompts
     assert all(len(r["tokens"]) == 8 for r in result["requests"]) and result["max_logit_diff"] <= TOLERANCE
     assert "OK" in capsys.readouterr().out
+
+
+def test_check_model_shows_prefix_reuse_by_default(tmp_path, capsys):
+    """The README's example (issue 48): its default prompts arrive one a step,
+    so every request after the first takes the system prompt from G1 and the
+    second turns take the first turn too, all of it from G1; the output says
+    so. All at once, nothing is computed when the others look up."""
+    out = tmp_path / "result.json"
+    assert check_model(["--model", "tiny-gpt-oss", "--new-tokens", "4", "--device", "cpu", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    requests = json.loads(out.read_text())["requests"]
+    assert requests[0]["hit_tokens"] == 0 and "none from the cache" in printed
+    assert all(r["hit_tokens"] > 0 and r["hit_tokens"] == r["g1_hit_tokens"] for r in requests[1:]), requests
+    assert requests[3]["hit_tokens"] > requests[2]["hit_tokens"], "a second turn reuses the first turn too"
+    assert "from the cache (" in printed and "in G1" in printed
+    # All at once: nothing is computed when the others look up.
+    assert check_model(["--model", "tiny-gpt-oss", "--new-tokens", "4", "--device", "cpu", "--arrive-every", "0",
+                        "--json", str(out)]) == 0
+    assert all(r["hit_tokens"] == 0 for r in json.loads(out.read_text())["requests"])

@@ -6,7 +6,8 @@
 // time in trace order; a request's hits are the longest prefix of its blocks
 // resident when it arrives; afterwards all its blocks are resident until the
 // policy evicts down to the capacity (the optimum may evict the request's own
-// new blocks: bypass).
+// new blocks: bypass). A request whose hits do not count
+// (PrefixTreeTrace::counted) only makes its blocks resident.
 #include <cstddef>
 
 #include "kvtier/measure/prefix_tree_trace.hpp"
@@ -26,7 +27,9 @@ struct PolicyHits {
 /// the deeper block on ties. A parent is used whenever its child is, so its
 /// next use is never later: the resident set stays closed under parents and
 /// every resident block of a request lies in its hit prefix, which makes
-/// Belady's exchange argument hold for prefix hits too. O(B log B).
+/// Belady's exchange argument hold for prefix hits too. A block a request that
+/// does not count makes resident again before its next counted use is worth
+/// nothing until then: it goes first. O(B log B).
 PolicyHits belady_bound(const PrefixTreeTrace& trace, std::size_t capacity);
 
 /// An unbounded cache: every block seen before is a hit.

@@ -21,9 +21,16 @@ struct PrefixTreeTrace {
   std::vector<std::uint32_t> parent;
   std::vector<std::uint32_t> depth;
   std::vector<std::uint64_t> hash_id;
+  /// Per request: whether its hits count. A request that does not count only
+  /// makes its blocks resident, as a computation that was never a lookup does
+  /// (a replay's prefill chunks: docs/replay.md "The bound"). Empty: every
+  /// request counts.
+  std::vector<bool> counted;
+
+  bool counts(std::size_t request) const noexcept { return counted.empty() || counted[request]; }
 
   std::size_t unique_blocks() const noexcept { return parent.size(); }
-  /// Blocks over all requests: the hit rate's denominator.
+  /// Blocks over all requests that count: the hit rate's denominator.
   std::size_t prompt_blocks() const noexcept;
   /// Blocks a request never needs beyond: the longest request.
   std::size_t longest_request() const noexcept;

@@ -25,6 +25,9 @@ namespace kvtier::replay {
 /// Mamba state or when nothing fits.
 std::optional<kernels::GroupPages> check_pages(const ResolvedGroup& group, std::uint64_t memory_page_bytes,
                                                std::uint32_t capacity);
+/// The fewest bytes a page in memory needs for check_pages to give `group`
+/// a K/V format (its small form): 0 for a Mamba state.
+std::uint64_t smallest_check_page_bytes(const ResolvedGroup& group);
 
 class GroupKvFill {
  public:

@@ -33,6 +33,15 @@ enum class RouteMode : std::uint8_t { RoundRobin, Hash };
 /// "round_robin" or "hash"; ConfigError otherwise.
 RouteMode parse_route_mode(const std::string& name);
 
+/// One lookup or computation of a request's prompt blocks, in the order the
+/// replay made them: what the bound beside a replay is computed on
+/// (docs/replay.md "The bound").
+struct PrefixStep {
+  std::size_t request = 0;  // index in the requests replayed (with instances, in the whole list)
+  std::size_t blocks = 0;   // the request's first `blocks` full prompt blocks (hash units)
+  bool counted = false;     // a first admission: its hits are the report's
+};
+
 struct ReplayConfig {
   /// G1 (its block size must divide 512), the page layout, the G2 tier, more
   /// listeners of the KV events (a ZMQ publisher); the session's defaults.
@@ -62,6 +71,12 @@ struct ReplayConfig {
   /// What ends each scheduler step for the event listeners (a ZMQ
   /// publisher's flush: one batch per step).
   std::function<void()> step_end{};
+  /// Refuse a request that needs more G1 pages than there are, count it and
+  /// go on (vLLM refuses it and serves the rest); false: the replay stops
+  /// with a ConfigError before it starts.
+  bool refuse_oversized = true;
+  /// Keep every admission and prefill chunk as a PrefixStep (the bound).
+  bool record_prefix_steps = false;
   /// Stored events carry the blocks' token ids (what vLLM's BlockStored sends).
   bool emit_token_ids = false;
   /// Called after every scheduler step with the metrics so far and the
@@ -88,8 +103,9 @@ struct ReplayConfig {
 
 struct ReplayReport {
   std::size_t requests = 0;
-  /// Requests refused: longer than max_model_len, or (a manager with KV cache
-  /// groups) more pages than all of G1 when alone. Counted in `requests`.
+  /// Requests refused: longer than max_model_len, more pages than all of G1
+  /// (refuse_oversized), or (a manager with KV cache groups) more pages than
+  /// all of G1 when alone. Counted in `requests`.
   std::size_t rejected_requests = 0;
   std::size_t running_request_steps = 0;  // requests running at the end of each step, summed
   std::size_t peak_running = 0;           // the most requests running at once
@@ -161,6 +177,9 @@ struct ReplayReport {
   /// A manager with KV cache groups: each group's hits, cached and evicted
   /// blocks and byte checks (mismatches above include theirs).
   std::vector<GroupReplayCounts> groups{};
+  /// ReplayConfig::record_prefix_steps: the admissions and chunks, in order
+  /// (one instance's; combine() keeps none).
+  std::vector<PrefixStep> prefix_steps{};
   double virtual_ms = 0.0;
   double wall_seconds = 0.0;
   double g1_hit_rate() const { return prompt_blocks == 0 ? 0.0 : double(g1_hit_blocks) / double(prompt_blocks); }

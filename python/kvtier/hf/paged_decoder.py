@@ -28,6 +28,8 @@ class DecodedRequest:
     logits: list[torch.Tensor] = field(default_factory=list)  # [vocab] float32 per generated token
     forwarded: int = 0  # tokens this request put through the model (prompt suffixes, recomputes, decodes)
     hit_tokens: int = 0  # prompt tokens its first admission took from the cache
+    g1_hit_tokens: int = 0  # of those, the ones G1 held (the rest the tiers brought back)
+    hit_pages: dict = field(default_factory=lambda: {"g1": 0, "g2": 0, "g3": 0, "g4": 0})  # its first admission's
 
 
 @dataclass
@@ -57,34 +59,42 @@ class PagedDecoder:
         self.device = next(model.parameters()).device
         self.stats = DecodeStats()
 
-    def decode(self, prompts: list[list[int]], new_tokens: int) -> list[DecodedRequest]:
+    def decode(self, prompts: list[list[int]], new_tokens: int, arrivals: list[int] | None = None) -> list[DecodedRequest]:
+        """`arrivals[i]`: the step request i arrives at (in order; default: all at step 0)."""
+        if arrivals is not None and (len(arrivals) != len(prompts) or sorted(arrivals) != list(arrivals)):
+            raise ValueError("arrivals: one non-decreasing step per prompt")
         register()
         previous = self.model.config._attn_implementation
         self.model.set_attn_implementation("kvtier")
         try:
-            return self._decode(prompts, new_tokens)
+            return self._decode(prompts, new_tokens, arrivals or [0] * len(prompts))
         finally:
             self.model.set_attn_implementation(previous)
 
-    def _decode(self, prompts, new_tokens):
+    def _decode(self, prompts, new_tokens, arrivals):
         m = self.manager
         out = [DecodedRequest(prompt=list(p)) for p in prompts]
         requests = [m.add_request(list(p)) for p in prompts]
         index = {r.owner: i for i, r in enumerate(requests)}
-        waiting, running = deque(requests), []
+        arriving, waiting, running = deque(zip(arrivals, requests)), deque(), []
         computed = {}  # owner -> tokens whose K/V is in the pages
-        while waiting or running:
+        step = 0
+        while arriving or waiting or running:
+            if not waiting and not running:
+                step = max(step, arriving[0][0])  # idle: the next arrival
+            while arriving and arriving[0][0] <= step:
+                waiting.append(arriving.popleft()[1])
+            step += 1
             m.begin_step()  # states cached in earlier steps may be hit from now on
             while waiting and (self.max_running is None or len(running) < self.max_running):
                 r = waiting[0]
-                hit = self._admit(r)
+                first = out[index[r.owner]].forwarded == 0
+                hit = self._admit(r, out[index[r.owner]] if first else None)
                 if hit is None:
                     break
                 waiting.popleft()
                 running.append(r)
                 computed[r.owner] = hit
-                if out[index[r.owner]].forwarded == 0:
-                    out[index[r.owner]].hit_tokens = hit
             if not running:
                 raise RuntimeError("the pool cannot hold the next request even alone")
             work = [(r, list(r.tokens)[computed[r.owner] :], computed[r.owner]) for r in running]
@@ -154,10 +164,12 @@ class PagedDecoder:
                 return
             ready = m.allocate(r).ready
 
-    def _admit(self, r) -> int | None:
+    def _admit(self, r, record: DecodedRequest | None) -> int | None:
         """Allocates the request's tokens after taking back what the tiers hold
-        of its prefix; the tokens already cached, or None when the pool is full."""
+        of its prefix; the tokens already cached, or None when the pool is full.
+        `record`: a first admission's, which gets its hits by tier."""
         m = self.manager
+        in_g1 = m.prefill_cost(r).cached_tokens
         swapped = self._swap_in(r) if self.has_tier else {}
         cost = m.prefill_cost(r)
         acquire = m.allocate(r)
@@ -166,7 +178,9 @@ class PagedDecoder:
             acquire = m.allocate(r)
         if not acquire.ready:
             return None
-        self._count_hits(r, cost.cached_tokens, swapped)
+        pages = self._count_hits(r, cost.cached_tokens, swapped)
+        if record is not None:
+            record.hit_tokens, record.g1_hit_tokens, record.hit_pages = cost.cached_tokens, in_g1, pages
         return cost.cached_tokens
 
     def _swap_in(self, r) -> dict:
@@ -175,14 +189,16 @@ class PagedDecoder:
         done = self.manager.swap_in_prefix(r)
         return {"g2": done["from_g2"], "g3": done["from_disk"], "g4": done["from_shared"]}
 
-    def _count_hits(self, r, cached_tokens: int, swapped: dict) -> None:
+    def _count_hits(self, r, cached_tokens: int, swapped: dict) -> dict:
         """Pages of the hit (one per group that holds the block), the tiers'
-        swapped-in ones counted apart from what G1 held."""
+        swapped-in ones counted apart from what G1 held; added to the stats
+        and returned per tier."""
         pages = 0
         for g, block_size in enumerate(self.block_sizes):
             table = self.manager.block_table(r, group=g)
             pages += sum(1 for page in list(table)[: cached_tokens // block_size] if page != self.manager.null_page)
-        tiers = sum(swapped.values())
-        self.stats.hits["g1"] += max(0, pages - tiers)
-        for tier, n in swapped.items():
+        hits = {"g1": max(0, pages - sum(swapped.values())), "g2": 0, "g3": 0, "g4": 0}
+        hits.update(swapped)
+        for tier, n in hits.items():
             self.stats.hits[tier] += n
+        return hits
