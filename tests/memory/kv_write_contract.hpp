@@ -19,6 +19,7 @@
 #include "kvtier/memory/block_table_builder.hpp"
 #include "kvtier/memory/kv_pool.hpp"
 #include "kvtier/memory/runtime.hpp"
+#include "memory/runtime_contract.hpp"
 
 namespace kvtier::memory::testing {
 
@@ -43,16 +44,9 @@ inline void write_small_kv(Stream& stream, KvPool& pool, std::vector<std::byte>&
                                 .slots = slots});
 }
 
+/// The runtime as RuntimeContract makes it (skipped where it cannot run).
 template <class Traits>
-class KvWriteContract : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (const char* reason = Traits::unavailable()) GTEST_SKIP() << reason;
-    runtime_ = Traits::make();
-  }
-  Runtime& runtime() { return *runtime_; }
-  std::unique_ptr<Runtime> runtime_;
-};
+class KvWriteContract : public RuntimeContract<Traits> {};
 
 TYPED_TEST_SUITE_P(KvWriteContract);
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <list>
+#include <numeric>
 #include <random>
 #include <unordered_set>
 
@@ -264,7 +265,8 @@ TEST(Replayer, ImpossibleConfigurationsAreRefused) {
   memory::HostRuntime runtime;
   ReplayConfig config = small(64, 48);  // 48 does not divide 512
   EXPECT_THROW(replay(runtime, config, {}), ConfigError);
-  config = small(4, 64);  // a 16-block request cannot fit in 4 pages
+  config = small(4, 64);  // a 16-block request cannot fit in 4 pages: with refuse_oversized off, no replay at all
+  config.refuse_oversized = false;
   EXPECT_THROW(replay(runtime, config, {request(0, {1, 2})}), ConfigError);
   config = small(64);
   config.max_running = 0;
@@ -272,6 +274,35 @@ TEST(Replayer, ImpossibleConfigurationsAreRefused) {
   config = small(64);
   config.token_budget = SIZE_MAX;
   EXPECT_THROW(replay(runtime, config, {}), ConfigError);
+}
+
+// Issue 48: vLLM refuses a request no G1 of its size can hold and serves the
+// rest; a sweep over small capacities finishes.
+TEST(Replayer, ARequestNoG1CanHoldIsRefusedCountedAndTheRestServed) {
+  memory::HostRuntime runtime;
+  ReplayConfig config = small(4, 64);
+  config.record_prefix_steps = true;
+  const ReplayReport all_refused = replay(runtime, config, {request(0, {1, 2}), request(1, {3, 4})});
+  EXPECT_EQ(all_refused.requests, 2U);
+  EXPECT_EQ(all_refused.rejected_requests, 2U);
+  EXPECT_EQ(all_refused.prompt_blocks, 0U);
+  EXPECT_TRUE(all_refused.prefix_steps.empty());
+  // 64 pages of 64 tokens: the 2-block prompts run (twice, the second hitting), the 80-block one is refused.
+  config = small(64, 64);
+  config.record_prefix_steps = true;
+  std::vector<std::uint64_t> long_ids(80);
+  std::iota(long_ids.begin(), long_ids.end(), 100);
+  const ReplayReport some = replay(runtime, config, {request(0, {1, 2}), request(1, long_ids), request(2, {1, 2})});
+  EXPECT_EQ(some.rejected_requests, 1U);
+  EXPECT_EQ(some.prompt_blocks, 2U * 2 * 512 / 64);
+  EXPECT_GT(some.g1_hit_blocks, 0U);
+  // Each request served is looked up once, counted; none of the refused one's steps.
+  std::size_t counted = 0;
+  for (const PrefixStep& step : some.prefix_steps) {
+    EXPECT_NE(step.request, 1U);
+    counted += step.counted ? 1 : 0;
+  }
+  EXPECT_EQ(counted, 2U);
 }
 
 TEST(Replayer, OutputLengthsWhoseSumWrapsAreRefusedNotReplayedForever) {
