@@ -105,7 +105,9 @@ ReplayReport Replay::run() {
 void Replay::advance() {
   while (next_arrival_ < requests_.size() && requests_[next_arrival_].timestamp_ms <= now_) arrive();
   if (waiting_.empty() && running_.empty()) {
-    now_ = requests_[next_arrival_].timestamp_ms;  // idle: jump to the next arrival
+    // Idle: jump to the next arrival. None left when the last ones were refused as they arrived
+    // (longer than max_model_len or than G1): the replay is over.
+    if (next_arrival_ < requests_.size()) now_ = requests_[next_arrival_].timestamp_ms;
     return;
   }
   const auto step_start = std::chrono::steady_clock::now();

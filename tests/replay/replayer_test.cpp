@@ -277,7 +277,9 @@ TEST(Replayer, ImpossibleConfigurationsAreRefused) {
 }
 
 // Issue 48: vLLM refuses a request no G1 of its size can hold and serves the
-// rest; a sweep over small capacities finishes.
+// rest; a sweep over small capacities finishes. Regression: when the last
+// requests were refused as they arrived, the idle jump read past the requests
+// (ASan).
 TEST(Replayer, ARequestNoG1CanHoldIsRefusedCountedAndTheRestServed) {
   memory::HostRuntime runtime;
   ReplayConfig config = small(4, 64);
