@@ -150,8 +150,9 @@ int run_sweep(const ReplayOptions& o, replay::ReplayConfig config, memory::Runti
     bar.finish();
     mismatches += report.mismatches + report.attention_mismatches;
     rows.push_back(report_json(report, config, workload, memory::runtime_kind_name(runtime.kind())));
-    add_offline_bounds(rows.back(), requests, config, {report});
-    report.prefix_steps.clear();
+    std::vector<replay::ReplayReport> one;  // the bound reads its steps; moved, not copied
+    one.push_back(std::move(report));
+    add_offline_bounds(rows.back(), requests, config, one);
   }
   nlohmann::ordered_json table = nlohmann::ordered_json::array();
   for (const auto& row : rows) {
