@@ -67,6 +67,9 @@ void DiskStore::pump() {
     if (op.phase == Phase::Invalidate) {
       queued = queue_.write(file_.fd(), std::span<const std::byte>(zeroed_header_.get(), geometry_.header_bytes),
                             offset, tag);
+    } else if (op.in_place) {
+      queued = op.phase == Phase::Read ? queue_.readv(file_.fd(), op.parts, offset, tag)
+                                       : queue_.writev(file_.fd(), op.parts, offset, tag);
     } else {
       const std::span<std::byte> slot(buffer(op.buffer), geometry_.slot_bytes);
       queued = op.phase == Phase::Read ? queue_.read(file_.fd(), slot, offset, tag)
@@ -94,7 +97,7 @@ void DiskStore::finish_sync(std::int64_t result, LowerTierProgress& progress) {
     if (result == 0) {
       make_resident(slot, progress);
     } else {
-      fail_write(slot);  // not known to be on the disk: never served as stored
+      fail_write(slot, progress);  // not known to be on the disk: never served as stored
     }
   }
   syncing_.clear();
@@ -116,8 +119,9 @@ void DiskStore::make_resident(std::uint32_t slot, LowerTierProgress& progress) {
   progress.stored.push_back(blocks_.at(slot));
 }
 
-void DiskStore::fail_write(std::uint32_t slot) {
+void DiskStore::fail_write(std::uint32_t slot, LowerTierProgress& progress) {
   ++stats_.write_failures;
+  progress.unstored.push_back(blocks_.at(slot));
   if (slots_[slot].no_space) note_disk_full();
   free_slot(slot);  // what reached the disk fails its check at a read: never served
 }
@@ -208,8 +212,25 @@ void DiskStore::invalidate(std::uint32_t slot) {
 
 LowerTier::WriteStart DiskStore::write(const g1::TieredBlock& block, std::span<const std::byte> payload,
                                        std::vector<g1::TieredBlock>& evicted) {
+  KVTIER_EXPECTS(!rows_, "a disk tier of an engine's rows writes in place only");
+  return start_write(block, payload, evicted, false);
+}
+
+LowerTier::WriteStart DiskStore::write_in_place(const g1::TieredBlock& block, std::span<const std::byte> page,
+                                                std::vector<g1::TieredBlock>& evicted) {
+  KVTIER_EXPECTS(geometry_.slot_bytes == geometry_.header_bytes + geometry_.payload_bytes,
+                 "a disk tier writes in place only pages of whole alignment units");
+  KVTIER_EXPECTS(reinterpret_cast<std::uintptr_t>(page.data()) % kRecordAlignment == 0,
+                 "a page written in place starts at a multiple of ", kRecordAlignment, " bytes");
+  return start_write(block, page, evicted, true);
+}
+
+LowerTier::WriteStart DiskStore::start_write(const g1::TieredBlock& block, std::span<const std::byte> payload,
+                                             std::vector<g1::TieredBlock>& evicted, bool in_place) {
   KVTIER_EXPECTS(payload.size() == geometry_.payload_bytes, "a disk tier write takes one page of ",
                  geometry_.payload_bytes, " bytes, not ", payload.size());
+  KVTIER_EXPECTS(rows_ == !block.engine_key.empty(),
+                 rows_ ? "a row store's blocks carry engine keys" : "an engine's keyed blocks go to a row store");
   if (contains(block.plh)) return WriteStart::Present;
   if (!formats_.accepts(block)) {
     ++stats_.format_refusals;  // a record is written only in its key's group and format
@@ -244,23 +265,55 @@ LowerTier::WriteStart DiskStore::write(const g1::TieredBlock& block, std::span<c
   free_buffers_.pop_back();
   // The whole slot in one I/O: the header, which vouches for the payload by
   // its checksum, then the payload and the padding to the slot's end.
-  const std::span<std::byte> bytes(buffer(b), geometry_.slot_bytes);
-  std::memcpy(bytes.data() + geometry_.header_bytes, payload.data(), payload.size());
-  std::fill(bytes.begin() + static_cast<std::ptrdiff_t>(geometry_.header_bytes + payload.size()), bytes.end(),
-            std::byte{0});
-  write_record_header(bytes.first(geometry_.header_bytes), block, formats_, next_generation_++, payload, key());
+  Operation op{.phase = Phase::Write, .slot = slot, .buffer = b, .in_place = in_place};
+  const std::span<std::byte> header(buffer(b), geometry_.header_bytes);
+  if (in_place) {
+    op.source = payload.data();
+    op.parts = {iovec{header.data(), header.size()},
+                iovec{const_cast<std::byte*>(payload.data()), payload.size()}};  // NOLINT: writev reads it only
+  } else {
+    const std::span<std::byte> bytes(buffer(b), geometry_.slot_bytes);
+    std::memcpy(bytes.data() + geometry_.header_bytes, payload.data(), payload.size());
+    std::fill(bytes.begin() + static_cast<std::ptrdiff_t>(geometry_.header_bytes + payload.size()), bytes.end(),
+              std::byte{0});
+  }
+  write_record_header(header, block, formats_, next_generation_++, payload, key());
   Slot& s = slots_[slot];
   s.state = State::Writing;
   blocks_.insert_or_assign(slot, block);
   index_.emplace(block.plh, slot);
   const std::uint64_t tag = next_tag_++;
-  operations_.emplace(tag, Operation{.phase = Phase::Write, .slot = slot, .buffer = b});
+  operations_.emplace(tag, op);
   issue(tag);
   return WriteStart::Started;
 }
 
 std::optional<std::uint64_t> DiskStore::read(std::span<const PositionalLineageHash> plhs,
                                              std::span<std::byte* const> pages) {
+  KVTIER_EXPECTS(!rows_, "a disk tier of an engine's rows reads in place only");
+  return start_read(plhs, pages, false);
+}
+
+std::optional<std::uint64_t> DiskStore::read_in_place(std::span<const PositionalLineageHash> plhs,
+                                                      std::span<std::byte* const> pages) {
+  KVTIER_EXPECTS(geometry_.slot_bytes == geometry_.header_bytes + geometry_.payload_bytes,
+                 "a disk tier reads in place only pages of whole alignment units");
+  for (std::byte* const page : pages) {
+    KVTIER_EXPECTS(reinterpret_cast<std::uintptr_t>(page) % kRecordAlignment == 0,
+                   "a page read in place starts at a multiple of ", kRecordAlignment, " bytes");
+  }
+  return start_read(plhs, pages, true);
+}
+
+void DiskStore::touch(const PositionalLineageHash& plh) {
+  const auto it = index_.find(plh);
+  if (it == index_.end()) return;
+  const Slot& s = slots_[it->second];
+  if (s.state == State::Resident && s.pins == 0) lru_.splice(lru_.end(), lru_, s.lru);
+}
+
+std::optional<std::uint64_t> DiskStore::start_read(std::span<const PositionalLineageHash> plhs,
+                                                   std::span<std::byte* const> pages, bool in_place) {
   KVTIER_EXPECTS(plhs.size() == pages.size(), "a disk tier read needs one page per block");
   KVTIER_EXPECTS(resident_prefix(plhs) == plhs.size(), "a disk tier read of blocks that are not resident");
   if (plhs.empty() || free_buffers_.size() < plhs.size()) return std::nullopt;
@@ -277,8 +330,17 @@ std::optional<std::uint64_t> DiskStore::read(std::span<const PositionalLineageHa
     const std::uint32_t b = free_buffers_.back();
     free_buffers_.pop_back();
     const std::uint64_t tag = next_tag_++;
-    operations_.emplace(
-        tag, Operation{.phase = Phase::Read, .slot = slot, .buffer = b, .read = id, .position = i, .page = pages[i]});
+    Operation op{.phase = Phase::Read,
+                 .slot = slot,
+                 .buffer = b,
+                 .read = id,
+                 .position = i,
+                 .page = pages[i],
+                 .in_place = in_place};
+    if (in_place) {
+      op.parts = {iovec{buffer(b), geometry_.header_bytes}, iovec{pages[i], geometry_.payload_bytes}};
+    }
+    operations_.emplace(tag, op);
     issue(tag);
   }
   queue_.submit();
@@ -332,7 +394,7 @@ void DiskStore::finish(const IoQueue::Completion& real, LowerTierProgress& progr
     if (completion.result == -ENOSPC) s.no_space = true;
     free_buffers_.push_back(op.buffer);
     if (s.write_failed) {
-      fail_write(op.slot);
+      fail_write(op.slot, progress);
       return;
     }
     if (sync_ == DiskSync::Batch) {
@@ -342,23 +404,26 @@ void DiskStore::finish(const IoQueue::Completion& real, LowerTierProgress& progr
     make_resident(op.slot, progress);
     return;
   }
-  free_buffers_.push_back(op.buffer);  // the payload is copied out below, before anything reuses it
+  free_buffers_.push_back(op.buffer);  // the payload is checked (and copied out) below, before anything reuses it
   const bool whole = completion.result == static_cast<std::int64_t>(geometry_.slot_bytes);
   PendingRead& pending = reads_.at(op.read);
   bool ok = false;
   if (!whole) {
     ++stats_.read_failures;
   } else {
-    const std::span<const std::byte> bytes(buffer(op.buffer), geometry_.slot_bytes);
     BlockRecordMeta meta;
-    const std::span<const std::byte> header = bytes.first(geometry_.header_bytes);
-    const std::span<const std::byte> payload = bytes.subspan(geometry_.header_bytes, geometry_.payload_bytes);
+    const std::span<const std::byte> header(buffer(op.buffer), geometry_.header_bytes);
+    const std::span<const std::byte> payload(op.in_place ? op.page : buffer(op.buffer) + geometry_.header_bytes,
+                                             geometry_.payload_bytes);
     RecordCheck check = read_record_header(header, formats_, meta, key());
-    if (check == RecordCheck::Ok && meta.block.plh != blocks_.at(op.slot).plh) check = RecordCheck::HeaderCorrupt;
+    const g1::TieredBlock& expected = blocks_.at(op.slot);
+    if (check == RecordCheck::Ok && (meta.block.plh != expected.plh || meta.block.engine_key != expected.engine_key)) {
+      check = RecordCheck::HeaderCorrupt;  // another block's record in the slot: never this one's bytes
+    }
     if (check == RecordCheck::Ok) check = check_payload(meta, header, payload, key());
     ok = check == RecordCheck::Ok;
     if (ok) {
-      std::memcpy(op.page, payload.data(), payload.size());
+      if (!op.in_place) std::memcpy(op.page, payload.data(), payload.size());
       ++stats_.blocks_read;
       stats_.bytes_read += geometry_.slot_bytes;
     } else {

@@ -106,23 +106,46 @@ std::uint32_t count_records(const DirectFile& file, TierFileCheck check, const T
   return records;
 }
 
+/// A row store's slots: rows the size O_DIRECT moves in place.
+SlotGeometry checked_rows(const RowShape& rows) {
+  if (rows.row_bytes == 0 || rows.row_bytes % kRecordAlignment != 0) {
+    throw ConfigError("the disk tier's rows must be a positive multiple of " + std::to_string(kRecordAlignment) +
+                      " bytes, not " + std::to_string(rows.row_bytes));
+  }
+  if (rows.fingerprint == 0) throw ConfigError("the disk tier's rows need a namespace fingerprint other than 0");
+  return SlotGeometry::of_rows(rows.row_bytes);
+}
+
 }  // namespace
 
 DiskStore::DiskStore(const DiskStoreConfig& config, const KvLayout& layout)
+    : DiskStore(config, SlotGeometry::of(layout), layout_fingerprint(layout),
+                // a slot record, the block (hashes, token ids) and two hash map entries
+                sizeof(Slot) + sizeof(g1::TieredBlock) + layout.geometry().tokens_per_block * sizeof(TokenId) +
+                    4 * sizeof(void*) * 4,
+                false) {}
+
+DiskStore::DiskStore(const DiskStoreConfig& config, const RowShape& rows)
+    : DiskStore(config, checked_rows(rows), rows.fingerprint,
+                // a slot record, the block, its engine key (vLLM's: at most 36 bytes) and two hash map entries
+                sizeof(Slot) + sizeof(g1::TieredBlock) + 64 + 4 * sizeof(void*) * 4, true) {}
+
+DiskStore::DiskStore(const DiskStoreConfig& config, const SlotGeometry& geometry, std::uint64_t fingerprint,
+                     std::size_t index_bytes_per_block, bool rows)
     : key_(config.key),
-      geometry_(SlotGeometry::of(layout)),
-      fingerprint_(layout_fingerprint(layout)),
+      geometry_(geometry),
+      rows_(rows),
+      buffer_bytes_(rows ? geometry.header_bytes : geometry.slot_bytes),
+      fingerprint_(fingerprint),
       formats_(fingerprint_, config.group_formats),
       capacity_(checked_capacity(config)),
       queue_(config.queue_depth),
       sync_(config.sync) {
   // Memory first: nothing on disk changes for a tier this machine cannot hold.
   const std::size_t buffers = std::size_t{queue_.depth()} + config.backlog;
-  memory::check_host_allocation(buffers * geometry_.slot_bytes, "the disk tier's I/O buffers");
-  // The index at full capacity: a slot record, the block (hashes, token ids) and two hash map entries.
-  const std::size_t per_block = sizeof(Slot) + sizeof(g1::TieredBlock) +
-                                layout.geometry().tokens_per_block * sizeof(TokenId) + 4 * sizeof(void*) * 4;
-  memory::check_host_allocation(std::size_t{capacity_} * per_block, "the disk tier's index at full capacity");
+  memory::check_host_allocation(buffers * buffer_bytes_, "the disk tier's I/O buffers");
+  memory::check_host_allocation(std::size_t{capacity_} * index_bytes_per_block,
+                                "the disk tier's index at full capacity");
   directory_.emplace(config.file.has_parent_path() ? config.file.parent_path() : std::filesystem::path("."),
                      TierDirectory::Access::Create);
   try {
@@ -132,8 +155,8 @@ DiskStore::DiskStore(const DiskStoreConfig& config, const KvLayout& layout)
     throw;
   }
   file_ = DirectFile(*directory_, config.file.filename().string(), DirectFile::Mode::ReadWrite);
-  open_file(config, layout);
-  buffers_.reset(static_cast<std::byte*>(std::aligned_alloc(kRecordAlignment, buffers * geometry_.slot_bytes)));
+  open_file(config);
+  buffers_.reset(static_cast<std::byte*>(std::aligned_alloc(kRecordAlignment, buffers * buffer_bytes_)));
   if (!buffers_) throw AllocationError("cannot allocate the disk tier's I/O buffers");
   zeroed_header_.reset(static_cast<std::byte*>(std::aligned_alloc(kRecordAlignment, geometry_.header_bytes)));
   if (!zeroed_header_) throw AllocationError("cannot allocate the disk tier's I/O buffers");
@@ -142,7 +165,7 @@ DiskStore::DiskStore(const DiskStoreConfig& config, const KvLayout& layout)
   read_reserve_ = std::max<std::size_t>(1, buffers / 4);
 }
 
-void DiskStore::open_file(const DiskStoreConfig& config, const KvLayout&) {
+void DiskStore::open_file(const DiskStoreConfig& config) {
   const TierFileIdentity identity{
       .layout_fingerprint = fingerprint_, .slot_bytes = geometry_.slot_bytes, .key_id = key_ ? key_->id() : 0};
   const std::string name = file_.path().string();

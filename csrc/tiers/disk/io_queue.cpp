@@ -1,6 +1,7 @@
 #include "kvtier/tiers/disk/io_queue.hpp"
 
 #include <liburing.h>
+#include <sys/uio.h>
 
 #include <cstring>
 #include <string>
@@ -43,6 +44,26 @@ bool IoQueue::write(int fd, std::span<const std::byte> from, std::uint64_t offse
   io_uring_sqe* sqe = io_uring_get_sqe(&ring_->ring);
   KVTIER_ASSERT(sqe != nullptr, "the submission ring is full below the queue depth");
   io_uring_prep_write(sqe, fd, from.data(), static_cast<unsigned>(from.size()), offset);
+  io_uring_sqe_set_data64(sqe, tag);
+  ++queued_;
+  return true;
+}
+
+bool IoQueue::readv(int fd, std::span<const iovec> parts, std::uint64_t offset, std::uint64_t tag) {
+  if (full()) return false;
+  io_uring_sqe* sqe = io_uring_get_sqe(&ring_->ring);
+  KVTIER_ASSERT(sqe != nullptr, "the submission ring is full below the queue depth");
+  io_uring_prep_readv(sqe, fd, parts.data(), static_cast<unsigned>(parts.size()), offset);
+  io_uring_sqe_set_data64(sqe, tag);
+  ++queued_;
+  return true;
+}
+
+bool IoQueue::writev(int fd, std::span<const iovec> parts, std::uint64_t offset, std::uint64_t tag) {
+  if (full()) return false;
+  io_uring_sqe* sqe = io_uring_get_sqe(&ring_->ring);
+  KVTIER_ASSERT(sqe != nullptr, "the submission ring is full below the queue depth");
+  io_uring_prep_writev(sqe, fd, parts.data(), static_cast<unsigned>(parts.size()), offset);
   io_uring_sqe_set_data64(sqe, tag);
   ++queued_;
   return true;

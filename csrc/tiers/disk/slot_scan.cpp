@@ -28,6 +28,14 @@ SlotGeometry SlotGeometry::of(const KvLayout& layout) noexcept {
   return g;
 }
 
+SlotGeometry SlotGeometry::of_rows(std::size_t row_bytes) noexcept {
+  SlotGeometry g;
+  g.header_bytes = record_header_bytes(0, kMaxEngineKeyBytes);
+  g.payload_bytes = row_bytes;
+  g.slot_bytes = g.header_bytes + aligned_up(g.payload_bytes);
+  return g;
+}
+
 SlotScan scan_slots(const DirectFile& file, const SlotGeometry& geometry, std::uint64_t slots,
                     const BlockFormats& formats, IoQueue& queue, const TierKey* key) {
   KVTIER_EXPECTS(queue.in_flight() == 0, "the disk slot scan needs an idle I/O queue");

@@ -42,6 +42,11 @@ struct TieredBlock {
   /// (ModelGeometry::block_fingerprint of plh.high()): a tier takes and
   /// serves the block only under that group's. 0 without groups.
   std::uint64_t format = 0;
+  /// A block an engine stores through a tier on its own (an engine adapter:
+  /// vLLM's offload key, block hash and group): its key bytes, kept whole in
+  /// the record and compared on every read and at a restart. Empty for
+  /// kvtier's own blocks.
+  std::vector<std::byte> engine_key{};
 };
 
 /// What a swap-in brings back: the hit it makes (in tokens), the G1 blocks

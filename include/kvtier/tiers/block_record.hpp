@@ -21,8 +21,16 @@ namespace kvtier::tiers {
 /// starts aligned starts aligned too.
 inline constexpr std::size_t kRecordAlignment = 4096;
 
-/// The record format this build writes and serves (2: the MAC fields).
-inline constexpr std::uint32_t kRecordVersion = 2;
+/// The record format this build writes and serves (2: the MAC fields; 3: an
+/// engine's key after the token ids).
+inline constexpr std::uint32_t kRecordVersion = 3;
+
+/// The longest engine key a record holds (vLLM's offload keys are 20 or 36 bytes).
+inline constexpr std::size_t kMaxEngineKeyBytes = 1024;
+
+/// The tier key of a block an engine names by `key` (TieredBlock::engine_key):
+/// the key's XXH3-128. Records keep the key whole; this only indexes them.
+PositionalLineageHash engine_key_plh(std::span<const std::byte> key) noexcept;
 
 /// What identifies the bytes of a page: geometry, dtype, block size and page
 /// layout (not the capacity). A record of another fingerprint is another
@@ -42,8 +50,9 @@ struct BlockRecordMeta {
   TierKey::Mac mac{};
 };
 
-/// Bytes of the header of a block with `token_count` token ids, a multiple of kRecordAlignment.
-std::size_t record_header_bytes(std::size_t token_count) noexcept;
+/// Bytes of the header of a block with `token_count` token ids (and an
+/// engine key of `engine_key_bytes`), a multiple of kRecordAlignment.
+std::size_t record_header_bytes(std::size_t token_count, std::size_t engine_key_bytes = 0) noexcept;
 
 /// Writes the header of `block` with `payload`'s size and checksum into
 /// `header` (record_header_bytes of its token ids; ContractError if smaller)

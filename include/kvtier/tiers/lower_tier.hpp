@@ -54,8 +54,9 @@ struct LowerRead {
 
 /// What one poll collected.
 struct LowerTierProgress {
-  std::vector<g1::TieredBlock> stored;   // writes that became visible
-  std::vector<g1::TieredBlock> dropped;  // blocks removed because a read did not verify
+  std::vector<g1::TieredBlock> stored;    // writes that became visible
+  std::vector<g1::TieredBlock> unstored;  // writes that failed (or were not synced): the block is not there
+  std::vector<g1::TieredBlock> dropped;   // blocks removed because a read did not verify
   std::vector<LowerRead> reads;
 };
 

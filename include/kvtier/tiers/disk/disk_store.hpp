@@ -20,10 +20,17 @@
 // Under DiskSync::Batch a completed write waits (still Writing) for the next
 // fdatasync, issued whenever writes are waiting and none is in flight.
 //   Resident -> pinned while reads use it; evictable (LRU) when not
+// An engine's rows (DiskStore's RowShape, an engine adapter's G3): records
+// named by the engine's keys, moved in place between the file and pages the
+// caller owns (one readv / writev of [header, page], no copy); a read writes
+// the caller's page before it verified, and reports whether it did.
 // Memory grows with the slots used, not with the capacity; a full file
 // system (ENOSPC) turns into eviction: slots that never held a block are
 // parked, and one is tried again only every kProbeEvery writes (or when
 // nothing else is left) until a write to one succeeds.
+#include <sys/uio.h>
+
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -97,6 +104,14 @@ struct DiskFaults {
   std::optional<std::uint32_t> room_for_new_slots{};
 };
 
+/// What an engine's rows are (an engine adapter's G3): `row_bytes` each (a
+/// multiple of kRecordAlignment), compatible only under `fingerprint` (the
+/// engine's namespace: model, dtype, chunk, parallel layout, row bytes).
+struct RowShape {
+  std::size_t row_bytes = 0;
+  std::uint64_t fingerprint = 0;
+};
+
 class DiskStore final : public LowerTier {
  public:
   /// Opens the store and recovers what its file holds: the most recent
@@ -109,6 +124,11 @@ class DiskStore final : public LowerTier {
   /// AllocationError: the buffers or the index at full capacity would not
   /// fit the memory available.
   DiskStore(const DiskStoreConfig& config, const KvLayout& layout);
+  /// A store of an engine's rows: only write_in_place and read_in_place,
+  /// its I/O buffers a header each; blocks carry engine keys
+  /// (engine_key_plh). ConfigError as above, and for a row size that is not
+  /// a positive multiple of kRecordAlignment.
+  DiskStore(const DiskStoreConfig& config, const RowShape& rows);
   DiskStore(const DiskStore&) = delete;
   DiskStore& operator=(const DiskStore&) = delete;
   /// Waits for the I/O in flight (its buffers are the store's).
@@ -143,6 +163,11 @@ class DiskStore final : public LowerTier {
   /// Queued writes are submitted together by the next poll or read.
   WriteStart write(const g1::TieredBlock& block, std::span<const std::byte> payload,
                    std::vector<g1::TieredBlock>& evicted) override;
+  /// As write, the payload `page` written in place (kRecordAlignment-aligned,
+  /// one page): it must stay unchanged until the write is reported stored or
+  /// unstored by a poll.
+  WriteStart write_in_place(const g1::TieredBlock& block, std::span<const std::byte> page,
+                            std::vector<g1::TieredBlock>& evicted);
   std::size_t read_room() const noexcept override { return free_buffers_.size(); }
   /// Operations issued and not yet completed (queued, submitted or backlogged).
   std::size_t in_flight() const noexcept { return operations_.size(); }
@@ -150,6 +175,12 @@ class DiskStore final : public LowerTier {
   /// its page only once the header and payload checksums verified.
   std::optional<std::uint64_t> read(std::span<const PositionalLineageHash> plhs,
                                     std::span<std::byte* const> pages) override;
+  /// As read, into `pages` in place (kRecordAlignment-aligned): a page holds
+  /// the block's bytes once its read is reported ok, and anything before.
+  std::optional<std::uint64_t> read_in_place(std::span<const PositionalLineageHash> plhs,
+                                             std::span<std::byte* const> pages);
+  /// A use of a resident block: it becomes the most recently used.
+  void touch(const PositionalLineageHash& plh);
   LowerTierProgress poll(bool wait) override;
   /// Waits until at least one operation in flight ended (none in flight:
   /// returns at once), and collects what ended.
@@ -176,6 +207,9 @@ class DiskStore final : public LowerTier {
     std::uint64_t read = 0;     // the read it belongs to
     std::size_t position = 0;   // its block's position in that read
     std::byte* page = nullptr;  // where a read's payload goes
+    bool in_place = false;      // the payload is the caller's page (`page`, or `source` for a write)
+    const std::byte* source = nullptr;
+    std::array<iovec, 2> parts{};  // an in-place I/O's header and page, valid until it completes
   };
   struct PendingRead {
     LowerRead done;
@@ -190,10 +224,18 @@ class DiskStore final : public LowerTier {
     void stop();
   };
 
-  /// A buffer: one slot's bytes, as written or read.
-  std::byte* buffer(std::uint32_t b) const noexcept { return buffers_.get() + std::size_t{b} * geometry_.slot_bytes; }
+  /// A buffer: one slot's bytes, as written or read (a row store's: a header's).
+  std::byte* buffer(std::uint32_t b) const noexcept { return buffers_.get() + std::size_t{b} * buffer_bytes_; }
+  /// Both public constructors: the slots, the records' fingerprint and the
+  /// index's bytes per block at full capacity.
+  DiskStore(const DiskStoreConfig& config, const SlotGeometry& geometry, std::uint64_t fingerprint,
+            std::size_t index_bytes_per_block, bool rows);
   /// Recovers what the file holds (disk_store_open.cpp).
-  void open_file(const DiskStoreConfig& config, const KvLayout& layout);
+  void open_file(const DiskStoreConfig& config);
+  WriteStart start_write(const g1::TieredBlock& block, std::span<const std::byte> payload,
+                         std::vector<g1::TieredBlock>& evicted, bool in_place);
+  std::optional<std::uint64_t> start_read(std::span<const PositionalLineageHash> plhs,
+                                          std::span<std::byte* const> pages, bool in_place);
   void make_evictable(std::uint32_t slot);
   void free_slot(std::uint32_t slot);
   /// A slot for a new write: a free one, one never used, or none; `probe`:
@@ -211,7 +253,7 @@ class DiskStore final : public LowerTier {
   /// A slot whose write completed (and, under a sync policy, was synced) holds its block now.
   void make_resident(std::uint32_t slot, LowerTierProgress& progress);
   /// A write that did not reach the disk whole (or was not synced): the slot is free again.
-  void fail_write(std::uint32_t slot);
+  void fail_write(std::uint32_t slot, LowerTierProgress& progress);
   /// Under DiskSync::Batch: the fdatasync of what waits for one, unless one is in flight.
   void start_sync();
   void finish_sync(std::int64_t result, LowerTierProgress& progress);
@@ -223,8 +265,10 @@ class DiskStore final : public LowerTier {
   std::optional<TierDirectory> directory_;
   DirectFile file_;
   SlotGeometry geometry_;
-  std::uint64_t fingerprint_;  // the layout's: the file's identity
-  BlockFormats formats_;       // each record's
+  bool rows_ = false;             // a row store: I/O in place only
+  std::size_t buffer_bytes_ = 0;  // a slot's, or a row store's header's
+  std::uint64_t fingerprint_;     // the layout's: the file's identity
+  BlockFormats formats_;          // each record's
   std::uint32_t capacity_;
   IoQueue queue_;
   SlotScan recovered_;

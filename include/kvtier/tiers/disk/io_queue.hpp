@@ -8,6 +8,8 @@
 #include <span>
 #include <vector>
 
+struct iovec;
+
 namespace kvtier::tiers::disk {
 
 class IoQueue {
@@ -36,6 +38,12 @@ class IoQueue {
   bool read(int fd, std::span<std::byte> into, std::uint64_t offset, std::uint64_t tag);
   /// Queues a write, as read.
   bool write(int fd, std::span<const std::byte> from, std::uint64_t offset, std::uint64_t tag);
+  /// Queues one read (write) of consecutive bytes at `offset` into (from) the
+  /// buffers `parts` names in order: a record's header and a caller's page
+  /// in one I/O. `parts` and its buffers must stay valid until the completion
+  /// was reaped; as read otherwise.
+  bool readv(int fd, std::span<const iovec> parts, std::uint64_t offset, std::uint64_t tag);
+  bool writev(int fd, std::span<const iovec> parts, std::uint64_t offset, std::uint64_t tag);
   /// Queues an fdatasync of `fd`: it covers the writes that completed before
   /// it was submitted (result 0, or -errno), as read.
   bool sync(int fd, std::uint64_t tag);

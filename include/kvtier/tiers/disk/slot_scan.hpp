@@ -24,6 +24,9 @@ struct SlotGeometry {
   std::size_t slot_bytes = 0;
 
   static SlotGeometry of(const KvLayout& layout) noexcept;
+  /// Slots of an engine's rows (DiskStore's row shape): a header with room
+  /// for the longest engine key and no token ids, then the row.
+  static SlotGeometry of_rows(std::size_t row_bytes) noexcept;
   std::uint64_t offset(std::uint32_t slot) const noexcept {
     return kTierFileHeaderBytes + std::uint64_t{slot} * slot_bytes;
   }

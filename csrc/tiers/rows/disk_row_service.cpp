@@ -1,0 +1,344 @@
+#include "kvtier/tiers/rows/disk_row_service.hpp"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <utility>
+
+#include "kvtier/core/errors.hpp"
+#include "kvtier/core/expects.hpp"
+#include "kvtier/tiers/block_record.hpp"
+
+namespace kvtier::tiers::rows {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+g1::TieredBlock row_block(const std::vector<std::byte>& key) {
+  const PositionalLineageHash plh = engine_key_plh(key);
+  return g1::TieredBlock{.plh = plh,
+                         .hash = SequenceHash(plh.low()),
+                         .parent = std::nullopt,
+                         .local = LocalBlockHash(0),
+                         .token_ids = std::nullopt,
+                         .format = 0,
+                         .engine_key = key};
+}
+
+/// Why a job cannot run at all, or empty.
+std::string malformed(const RowJob& job, const RowRegion& region) {
+  if (job.keys.size() != job.rows.size()) {
+    return "a job of " + std::to_string(job.keys.size()) + " keys and " + std::to_string(job.rows.size()) + " rows";
+  }
+  for (std::size_t i = 0; i < job.keys.size(); ++i) {
+    if (job.rows[i] < 0 || static_cast<std::uint64_t>(job.rows[i]) >= region.count) {
+      return "row " + std::to_string(job.rows[i]) + " is outside the engine's " + std::to_string(region.count) +
+             " rows";
+    }
+    if (job.keys[i].empty() || job.keys[i].size() > kMaxEngineKeyBytes) {
+      return "a key of " + std::to_string(job.keys[i].size()) + " bytes (1 to " + std::to_string(kMaxEngineKeyBytes) +
+             ")";
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+/// A job whose I/O is in flight: positions not yet started wait in `pending`.
+struct DiskRowService::Running {
+  RowJob job;
+  Clock::time_point submitted;
+  std::vector<std::uint32_t> pending;  // positions not started yet, in order
+  std::size_t in_flight = 0;
+  bool failed = false;
+  std::vector<std::uint32_t> loaded;
+  std::uint64_t bytes = 0;
+  bool done() const noexcept { return pending.empty() && in_flight == 0; }
+};
+
+std::uint64_t row_namespace_fingerprint(const std::string& namespace_text, std::size_t row_bytes) noexcept {
+  const std::string text = "kvtier rows v1\n" + namespace_text + "\nrow bytes " + std::to_string(row_bytes);
+  const std::uint64_t fingerprint = XXH3_64bits(text.data(), text.size());
+  return fingerprint == 0 ? 1 : fingerprint;
+}
+
+DiskRowService::DiskRowService(const DiskRowServiceConfig& config, const RowRegion& region)
+    : region_(region),
+      fingerprint_(row_namespace_fingerprint(config.namespace_text, region.row_bytes)),
+      capacity_(config.store.slots),
+      events_(config.events) {
+  if (region.base == nullptr || region.count == 0) throw ConfigError("the disk tier needs the engine's rows");
+  if (reinterpret_cast<std::uintptr_t>(region.base) % kRecordAlignment != 0 ||
+      region.row_bytes % kRecordAlignment != 0 || region.row_bytes == 0) {
+    throw ConfigError("the disk tier moves rows in place: their start and size must be multiples of " +
+                      std::to_string(kRecordAlignment) + " bytes (rows of " + std::to_string(region.row_bytes) +
+                      " bytes)");
+  }
+  store_ = std::make_unique<disk::DiskStore>(
+      config.store, disk::RowShape{.row_bytes = region.row_bytes, .fingerprint = fingerprint_});
+  recovered_ = store_->recovered();
+  direct_io_ = store_->direct_io();
+  for (const g1::TieredBlock& block : store_->resident_blocks()) resident_.insert(block.plh);
+  counters_.capacity = capacity_;
+  counters_.used = store_->used();
+  thread_ = std::thread([this] { run(); });
+}
+
+DiskRowService::~DiskRowService() {
+  try {
+    shutdown();
+  } catch (...) {  // a destructor never throws
+  }
+}
+
+bool DiskRowService::lookup(std::span<const std::byte> key) {
+  const PositionalLineageHash plh = engine_key_plh(key);
+  std::lock_guard lock(mutex_);
+  ++counters_.lookups;
+  if (!resident_.contains(plh)) return false;
+  ++counters_.lookup_hits;
+  // Bounded: recency is a hint, a burst of hits between two steps need not all count.
+  if (touched_.size() < 65536) touched_.push_back(plh);
+  work_.notify_one();
+  return true;
+}
+
+void DiskRowService::submit(RowJob job) {
+  std::lock_guard lock(mutex_);
+  KVTIER_EXPECTS(!stopping_, "a job submitted to a disk tier that was shut down");
+  ++unfinished_;
+  queued_.push_back(std::move(job));
+  work_.notify_one();
+}
+
+std::vector<RowJobResult> DiskRowService::take_finished() {
+  std::lock_guard lock(mutex_);
+  return std::exchange(finished_, {});
+}
+
+std::vector<RowEvent> DiskRowService::take_events() {
+  std::lock_guard lock(mutex_);
+  return std::exchange(events_out_, {});
+}
+
+RowTierCounters DiskRowService::counters() const {
+  std::lock_guard lock(mutex_);
+  return counters_;
+}
+
+void DiskRowService::drain() {
+  std::unique_lock lock(mutex_);
+  idle_.wait(lock, [&] { return unfinished_ == 0; });
+}
+
+void DiskRowService::shutdown() {
+  {
+    std::lock_guard lock(mutex_);
+    if (stopped_) return;
+    stopping_ = true;
+    work_.notify_one();
+  }
+  if (thread_.joinable()) thread_.join();  // it ends every job first: none is abandoned mid-transfer
+  store_.reset();                          // waits for its I/O, closes the file and its lock
+  std::lock_guard lock(mutex_);
+  stopped_ = true;
+}
+
+void DiskRowService::run() {
+  for (;;) {
+    std::vector<RowJob> arrived;
+    std::vector<PositionalLineageHash> touched;
+    {
+      std::unique_lock lock(mutex_);
+      if (running_.empty()) {
+        work_.wait(lock, [&] { return stopping_ || !queued_.empty() || !touched_.empty(); });
+        if (stopping_ && queued_.empty()) return;
+      }
+      arrived.assign(std::make_move_iterator(queued_.begin()), std::make_move_iterator(queued_.end()));
+      queued_.clear();
+      touched.swap(touched_);
+    }
+    try {
+      for (const PositionalLineageHash& plh : touched) store_->touch(plh);
+      for (RowJob& job : arrived) {
+        auto running = std::make_unique<Running>();
+        running->submitted = Clock::now();
+        std::string why = broken_.empty() ? malformed(job, region_) : "the disk tier failed: " + broken_;
+        running->job = std::move(job);
+        if (!why.empty()) {
+          running->failed = true;
+          std::lock_guard lock(mutex_);
+          finished_.push_back(RowJobResult{.id = running->job.id, .kind = running->job.kind, .error = why});
+          --unfinished_;
+          idle_.notify_all();
+          continue;
+        }
+        for (std::uint32_t i = 0; i < running->job.keys.size(); ++i) running->pending.push_back(i);
+        running_.push_back(std::move(running));
+      }
+      start_work();
+      finish_ready();
+      if (store_->in_flight() > 0) {
+        take_progress(store_->wait_some());
+        finish_ready();
+      }
+    } catch (const std::exception& error) {
+      try {
+        (void)store_->poll(true);  // no I/O may still land in the engine's rows once their jobs are reported
+      } catch (...) {
+      }
+      fail_everything(error.what());
+    }
+  }
+}
+
+void DiskRowService::start_work() {
+  for (const std::unique_ptr<Running>& r : running_) {
+    RowJob& job = r->job;
+    if (job.kind == RowJobKind::Store) {
+      while (!r->pending.empty()) {
+        const std::uint32_t at = r->pending.front();
+        const g1::TieredBlock block = row_block(job.keys[at]);
+        std::vector<g1::TieredBlock> evicted;
+        const std::span<const std::byte> row(region_.row(static_cast<std::size_t>(job.rows[at])), region_.row_bytes);
+        const LowerTier::WriteStart start = store_->write_in_place(block, row, evicted);
+        for (const g1::TieredBlock& victim : evicted) note_removed(victim);
+        if (start == LowerTier::WriteStart::NoRoom && store_->in_flight() > 0) return;  // again once I/O ended
+        r->pending.erase(r->pending.begin());
+        if (start == LowerTier::WriteStart::Present) store_->touch(block.plh);  // a store of it again is a use
+        std::lock_guard lock(mutex_);
+        if (start == LowerTier::WriteStart::Started) {
+          writing_.emplace(block.plh, std::pair{r.get(), at});
+          ++r->in_flight;
+        } else if (start == LowerTier::WriteStart::Present) {
+          ++counters_.keys_already_held;
+        } else {
+          ++counters_.keys_store_failed;  // every slot is being read or written, and nothing is in flight
+          r->failed = true;
+        }
+      }
+      continue;
+    }
+    // A load: the positions whose keys are resident, as many as the store can read at once.
+    std::vector<std::uint32_t> positions;
+    std::vector<PositionalLineageHash> plhs;
+    std::vector<std::byte*> pages;
+    while (!r->pending.empty() && plhs.size() < store_->read_room()) {
+      const std::uint32_t at = r->pending.front();
+      r->pending.erase(r->pending.begin());
+      const PositionalLineageHash plh = engine_key_plh(job.keys[at]);
+      const std::optional<g1::TieredBlock> found = store_->find(plh);
+      if (!found || found->engine_key != job.keys[at]) {
+        std::lock_guard lock(mutex_);
+        ++counters_.keys_load_failed;  // evicted since its lookup, or never held
+        r->failed = true;
+        continue;
+      }
+      positions.push_back(at);
+      plhs.push_back(plh);
+      pages.push_back(region_.row(static_cast<std::size_t>(job.rows[at])));
+    }
+    if (plhs.empty()) continue;
+    const std::optional<std::uint64_t> read = store_->read_in_place(plhs, pages);
+    KVTIER_ASSERT(read.has_value(), "a disk tier read refused within its read room");
+    r->in_flight += plhs.size();
+    reading_.emplace(*read, std::pair{r.get(), std::move(positions)});
+  }
+}
+
+void DiskRowService::note_removed(const g1::TieredBlock& block) {
+  std::lock_guard lock(mutex_);
+  resident_.erase(block.plh);
+  if (events_) events_out_.push_back(RowEvent{.key = block.engine_key, .removed = true});
+}
+
+void DiskRowService::take_progress(const LowerTierProgress& progress) {
+  for (const g1::TieredBlock& block : progress.dropped) note_removed(block);
+  std::lock_guard lock(mutex_);
+  for (const g1::TieredBlock& block : progress.stored) {
+    resident_.insert(block.plh);
+    if (events_) events_out_.push_back(RowEvent{.key = block.engine_key, .removed = false});
+    const auto it = writing_.find(block.plh);
+    if (it == writing_.end()) continue;
+    Running& r = *it->second.first;
+    --r.in_flight;
+    r.bytes += region_.row_bytes;
+    ++counters_.keys_stored;
+    counters_.bytes_stored += region_.row_bytes;
+    writing_.erase(it);
+  }
+  for (const g1::TieredBlock& block : progress.unstored) {
+    const auto it = writing_.find(block.plh);
+    if (it == writing_.end()) continue;
+    Running& r = *it->second.first;
+    --r.in_flight;
+    r.failed = true;
+    ++counters_.keys_store_failed;
+    writing_.erase(it);
+  }
+  for (const LowerRead& read : progress.reads) {
+    const auto it = reading_.find(read.id);
+    KVTIER_ASSERT(it != reading_.end(), "a disk tier read of no job");
+    Running& r = *it->second.first;
+    const std::vector<std::uint32_t>& positions = it->second.second;
+    for (std::size_t i = 0; i < positions.size(); ++i) {
+      if (read.ok[i]) {
+        r.loaded.push_back(positions[i]);
+        r.bytes += region_.row_bytes;
+        ++counters_.keys_loaded;
+        counters_.bytes_loaded += region_.row_bytes;
+      } else {
+        r.failed = true;
+        ++counters_.keys_load_failed;
+      }
+    }
+    r.in_flight -= positions.size();
+    reading_.erase(it);
+  }
+}
+
+void DiskRowService::finish_ready() {
+  const LowerTierStats stats = store_->stats();
+  std::lock_guard lock(mutex_);
+  std::erase_if(running_, [&](const std::unique_ptr<Running>& r) {
+    if (!r->done()) return false;
+    RowJobResult result{.id = r->job.id,
+                        .kind = r->job.kind,
+                        .success = !r->failed,
+                        .loaded = std::move(r->loaded),
+                        .seconds = std::chrono::duration<double>(Clock::now() - r->submitted).count(),
+                        .bytes = r->bytes};
+    std::sort(result.loaded.begin(), result.loaded.end());
+    finished_.push_back(std::move(result));
+    --unfinished_;
+    return true;
+  });
+  counters_.checksum_failures = stats.checksum_failures;
+  counters_.authentication_failures = stats.authentication_failures;
+  counters_.evictions = stats.evictions;
+  counters_.used = store_->used();
+  if (unfinished_ == 0) idle_.notify_all();
+}
+
+void DiskRowService::fail_everything(const std::string& why) {
+  std::fprintf(stderr, "kvtier: the disk tier failed (%s): every job fails from now on\n", why.c_str());
+  std::lock_guard lock(mutex_);
+  broken_ = why;
+  for (const std::unique_ptr<Running>& r : running_) {
+    finished_.push_back(RowJobResult{
+        .id = r->job.id, .kind = r->job.kind, .success = false, .loaded = {}, .error = "the disk tier failed: " + why});
+    --unfinished_;
+  }
+  running_.clear();
+  writing_.clear();
+  reading_.clear();
+  resident_.clear();  // nothing is served by a store that failed
+  idle_.notify_all();
+}
+
+}  // namespace kvtier::tiers::rows
