@@ -21,7 +21,8 @@ using namespace nb::literals;
 
 namespace kvtier::python {
 void bind_publisher(nb::module_& module);
-}
+void bind_row_tiers(nb::module_& module);
+}  // namespace kvtier::python
 
 NB_MODULE(_kvtier, m) {
   using namespace kvtier::python;
@@ -31,6 +32,9 @@ NB_MODULE(_kvtier, m) {
   bind_manager(m);
 #if KVTIER_WITH_ZMQ
   bind_publisher(m);
+#endif
+#if KVTIER_WITH_URING
+  bind_row_tiers(m);
 #endif
   m.attr("has_zmq") = bool(KVTIER_WITH_ZMQ);
   m.def("cuda_compiled", &kvtier::memory::cuda_compiled, "Whether this build contains the CUDA runtime.");

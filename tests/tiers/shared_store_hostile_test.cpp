@@ -262,7 +262,9 @@ TEST(SharedStoreHostile, AValueOfAnotherVersionIsKeptAndNotServed) {
   SharedStore store(config(redis.urls()), layout());
   ASSERT_EQ(publish(store, 1, 2), 2U);
   const std::string key = store.key(block(1).plh);
-  ASSERT_EQ(redis.cli(0, "SETRANGE '" + key + "' 8 '\x03'"), std::to_string(4096 + store.page_bytes()));
+  const std::string other_version(1, static_cast<char>(kRecordVersion + 1));
+  ASSERT_EQ(redis.cli(0, "SETRANGE '" + key + "' 8 '" + other_version + "'"),
+            std::to_string(4096 + store.page_bytes()));
   SharedStore reader(config(redis.urls()), layout());
   EXPECT_EQ(fetch(reader, 1, 2), 1U);  // block 2 only
   EXPECT_EQ(reader.shared_stats().other_version, 1U);
