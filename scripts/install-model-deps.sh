@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The pinned real-model test dependencies (tests/python/model-requirements.txt:
-# torch and transformers) in a virtual environment of their own, installed once
+# The pinned real-model and engine test dependencies (tests/python/model-requirements.txt:
+# vLLM, torch and transformers) in a virtual environment of their own, installed once
 # per machine (torch from PyPI brings several GB of CUDA libraries) and kept
 # between runs: $KVTIER_MODEL_VENV, default ~/.cache/kvtier/model-venv,
 # reinstalled when the pins change. With a virtual environment as argument, its

@@ -3,8 +3,8 @@
 # environment (build/python-venv), `pip install .` from this checkout (the
 # build backend and nanobind come pinned from pyproject.toml), the pinned test
 # dependencies, then pytest over tests/python. Needs the Debian build
-# dependencies (scripts/install-deps.sh); torch and transformers for the real-model tests come
-# from scripts/install-model-deps.sh (once per machine). The ZMQ wire test also runs the CLI
+# dependencies (scripts/install-deps.sh); vLLM, torch and transformers for the real-model and
+# vLLM tests come from scripts/install-model-deps.sh (once per machine). The ZMQ wire test also runs the CLI
 # (KVTIER_BIN, default build/release/kvtier) and skips its script comparison
 # when it is absent.
 set -euo pipefail
@@ -14,7 +14,7 @@ venv=build/python-venv
 rm -rf "$venv"
 python3 -m venv "$venv"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r tests/python/requirements.txt
-# torch and transformers for the real-model tests: installed once per machine, seen through a .pth file.
+# vLLM, torch and transformers for the real-model and vLLM tests: installed once per machine, seen through a .pth file.
 bash scripts/install-model-deps.sh "$venv"
 # The first build compiles the library (minutes); its log is kept, and shown on failure.
 log=build/python-install.log
@@ -27,5 +27,5 @@ fi
 grep -E "^ *-- kvtier:" "$log" | sed "s/^ *//" >&2 || true
 # Run from outside the source tree so `import kvtier` is the installed package.
 cd tests/python
-# The real-model tests run here, never skip: their dependencies were installed above.
-KVTIER_REQUIRE_MODEL_TESTS=1 KVTIER_BIN="${KVTIER_BIN:-$root/build/release/kvtier}" "$root/$venv/bin/python" -m pytest -q -p no:cacheprovider -c "$root/pyproject.toml" --rootdir . .
+# The real-model and vLLM tests run here, never skip: their dependencies were installed above.
+KVTIER_REQUIRE_MODEL_TESTS=1 KVTIER_REQUIRE_VLLM_TESTS=1 KVTIER_BIN="${KVTIER_BIN:-$root/build/release/kvtier}" "$root/$venv/bin/python" -m pytest -q -p no:cacheprovider -c "$root/pyproject.toml" --rootdir . .

@@ -18,12 +18,26 @@ from .step_batch import StepBatch
 
 
 class KvtierLayer(CacheLayerMixin):
-    """One model layer: group `group`, layer `index` of that group's pages."""
+    """Model layer `layer_idx`: group `group`, layer `index` of that group's pages."""
 
-    def __init__(self, cache: "KvtierCache", group: int, index: int):
+    def __init__(self, cache: "KvtierCache", layer_idx: int, group: int, index: int):
         super().__init__()
-        self.cache, self.group, self.index = cache, group, index
+        self.cache, self.layer_idx, self.group, self.index = cache, layer_idx, group, index
         self.is_initialized = True
+
+    # transformers 5.20 (vLLM 0.33.0's pin) reads a linear-attention layer's states
+    # on the layer itself; later releases ask the cache (get_conv_state, ...).
+    @property
+    def record_past(self) -> bool:
+        return self.cache.is_recording_past(self.layer_idx)
+
+    @property
+    def conv_states(self) -> list:
+        return [self.cache.get_conv_state(self.layer_idx)]
+
+    @property
+    def recurrent_states(self) -> list:
+        return [self.cache.get_recurrent_state(self.layer_idx)]
 
     def lazy_initialization(self, key_states, value_states) -> None:  # the pages exist already
         pass
@@ -55,7 +69,7 @@ class KvtierCache(Cache):
         self.step: StepBatch | None = None
         state_places = {i: p for i, p in enumerate(layer_places) if self.kinds[p[0]] == "mamba"}
         self.states = PagedStates(manager, state_places, config, dtype) if state_places else None
-        super().__init__(layers=[KvtierLayer(self, g, i) for g, i in layer_places])
+        super().__init__(layers=[KvtierLayer(self, n, g, i) for n, (g, i) in enumerate(layer_places)])
 
     def begin_step(self, step: StepBatch) -> None:
         self.step = step
