@@ -1,0 +1,177 @@
+"""Tiers side by side through vLLM 0.33.0's own manager (docs/vllm.md, "Measured"):
+vLLM's `fs` tier and kvtier's G3 on the same rows, at row sizes of real models.
+
+    python -m kvtier.vllm.bench [--row-kib 192,2048,8192] [--total-mib 512] [--runs 3] [--json] [--csv F]
+
+Each run builds TieringOffloadingManager over the real CPU primary tier with one
+secondary tier (kvtier.vllm.cpu_driver), stores every row (the GPU->CPU store,
+then the tier's cascade), shuts down, drops the page cache (or, without the
+right to, evicts the tier's files from it with posix_fadvise), builds a NEW
+manager on the same directory — an empty primary — and promotes every row back
+from the tier, request by request, stepping as the scheduler steps; every row
+is compared byte for byte. Reported, the median of the runs:
+- store GiB/s: bytes / (complete_store -> the last cascade job reported);
+- load GiB/s: bytes / (first lookup -> every key HIT in primary), after the restart;
+- lookup: the tier's own lookup() call (us, per key, on a hit) and how long the
+  manager's lookups of every key took to stop answering RETRY (ms).
+vLLM's fs tier runs with its default threads (16 + 16) unless --fs-threads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from typing import Any
+
+import numpy as np
+
+
+def _tier_config(kind: str, directory: str, rows: int, fs_threads: int | None, queue_depth: int) -> dict[str, Any]:
+    if kind == "fs":
+        config: dict[str, Any] = {"type": "fs", "root_dir": directory}
+        if fs_threads:
+            config.update(n_read_threads=fs_threads, n_write_threads=fs_threads)
+        return config
+    return {"type": "KvtierDiskTier", "module_path": "kvtier.vllm", "path": directory, "capacity_blocks": rows,
+            "queue_depth": queue_depth}
+
+
+def _drop_page_cache(directory: str) -> str:
+    """Drops the page cache (root), or evicts the tier's files from it; which one it did."""
+    os.sync()
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("1\n")
+        return "drop_caches"
+    except OSError:
+        for root, _, files in os.walk(directory):
+            for name in files:
+                fd = os.open(os.path.join(root, name), os.O_RDONLY)
+                try:
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                finally:
+                    os.close(fd)
+        return "fadvise"
+
+
+def run_once(kind: str, row_bytes: int, rows: int, requests: int, step_s: float, fs_threads: int | None,
+             queue_depth: int, scratch: str) -> dict[str, Any]:
+    from vllm.v1.kv_offload.base import ReqContext
+
+    from kvtier.vllm.cpu_driver import TieredManager, offload_key
+
+    directory = tempfile.mkdtemp(prefix=f"kvtier-bench-{kind}-", dir=scratch)
+    try:
+        keys = [offload_key(n) for n in range(rows)]
+        rng = np.random.default_rng(row_bytes + rows)
+        payloads = {k: rng.integers(-128, 128, row_bytes, dtype=np.int8) for k in keys}
+        config = _tier_config(kind, directory, rows, fs_threads, queue_depth)
+        m = TieredManager([config], num_chunks=rows, row_bytes=row_bytes)
+        ctx = m.request()
+        start = time.monotonic()
+        m.store(ctx, keys, payloads)
+        m.settle(timeout=600, step_s=step_s)
+        store_s = time.monotonic() - start
+        m.shutdown()
+        dropped = _drop_page_cache(directory)
+
+        again = TieredManager([config], num_chunks=rows, row_bytes=row_bytes)
+        tier = again.tiers[0]
+        probe = ReqContext(req_id="probe")
+        lookup_us = None
+        if kind != "fs":  # fs answers RETRY first (async): its cost is the time to resolve, below
+            t = time.perf_counter()
+            for k in keys:
+                tier.lookup(k, probe)
+            lookup_us = (time.perf_counter() - t) / rows * 1e6
+        share = -(-rows // requests)
+        batches = [(again.request(), keys[i:i + share]) for i in range(0, rows, share)]
+        took = again.promote(batches, timeout=600, step_s=step_s)
+        if took["missed"]:
+            raise RuntimeError(f"{kind}: {len(took['missed'])} rows missed after the restart")
+        differ = 0
+        for ctx_i, ks in batches:
+            for k, row in zip(ks, again.read_rows(ctx_i, ks)):
+                differ += 0 if np.array_equal(row, payloads[k]) else 1
+        again.shutdown()
+        if differ:
+            raise RuntimeError(f"{kind}: {differ} rows came back with other bytes")
+        total = rows * row_bytes
+        return {"store_GiBps": total / store_s / 2**30, "load_GiBps": total / took["seconds"] / 2**30,
+                "lookup_us": lookup_us, "lookup_resolved_ms": took["resolved_s"] * 1e3, "steps": took["steps"],
+                "page_cache": dropped}
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kvtier.vllm.bench", description=__doc__.split("\n")[0])
+    parser.add_argument("--row-kib", default="192,2048,8192", help="row sizes in KiB (multiples of 4)")
+    parser.add_argument("--total-mib", type=int, default=512, help="bytes stored per run, in MiB")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--requests", type=int, default=8, help="requests the rows are promoted for")
+    parser.add_argument("--step-ms", type=float, default=2.0, help="the scheduler step's sleep")
+    parser.add_argument("--tiers", default="fs,kvtier-g3")
+    parser.add_argument("--fs-threads", type=int, default=None, help="fs tier read and write threads (its default: 16)")
+    parser.add_argument("--queue-depth", type=int, default=32, help="kvtier G3's I/O in flight (its default: 32)")
+    parser.add_argument("--dir", default=None, help="where the tiers' files go (default: $TMPDIR)")
+    parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    parser.add_argument("--csv", default=None, help="a CSV for scripts/plot.sh vllm-tiers")
+    args = parser.parse_args(argv)
+    sizes = [int(s) * 1024 for s in args.row_kib.split(",")]
+    if any(s <= 0 or s % 4096 for s in sizes):
+        parser.error("--row-kib: row sizes are positive multiples of 4 KiB")
+    tiers = args.tiers.split(",")
+    for t in tiers:
+        if t not in ("fs", "kvtier-g3"):
+            parser.error(f"--tiers: unknown tier {t!r} (fs, kvtier-g3)")
+    scratch = args.dir or tempfile.gettempdir()
+    results = []
+    for row_bytes in sizes:
+        rows = max(4, args.total_mib * 2**20 // row_bytes)
+        runs: dict[str, list[dict[str, Any]]] = {t: [] for t in tiers}
+        for _ in range(args.runs):
+            for t in tiers:  # alternated, so drift hits both
+                runs[t].append(run_once("fs" if t == "fs" else "kvtier", row_bytes, rows, args.requests,
+                                        args.step_ms / 1e3, args.fs_threads, args.queue_depth, scratch))
+        for t in tiers:
+            median = {k: statistics.median(r[k] for r in runs[t]) for k in ("store_GiBps", "load_GiBps",
+                                                                          "lookup_resolved_ms", "steps")}
+            lookups = [r["lookup_us"] for r in runs[t] if r["lookup_us"] is not None]
+            median["lookup_us"] = statistics.median(lookups) if lookups else None
+            results.append({"tier": t, "row_bytes": row_bytes, "rows": rows, "runs": args.runs,
+                            "page_cache": runs[t][0]["page_cache"], **median})
+        base = {r["tier"]: r for r in results if r["row_bytes"] == row_bytes}
+        if "fs" in base and "kvtier-g3" in base:
+            base["kvtier-g3"]["store_vs_fs"] = base["kvtier-g3"]["store_GiBps"] / base["fs"]["store_GiBps"]
+            base["kvtier-g3"]["load_vs_fs"] = base["kvtier-g3"]["load_GiBps"] / base["fs"]["load_GiBps"]
+    if args.csv:
+        with open(args.csv, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=["tier", "row_bytes", "rows", "store_GiBps", "load_GiBps",
+                                                   "lookup_us", "lookup_resolved_ms", "steps"], extrasaction="ignore")
+            writer.writeheader()
+            writer.writerows(results)
+    if args.json:
+        json.dump({"bench": "vllm-tiers", "date": time.strftime("%Y-%m-%d"), "results": results}, sys.stdout, indent=2)
+        print()
+        return 0
+    print(f"{'tier':10} {'row':>8} {'rows':>5} {'store GiB/s':>12} {'load GiB/s':>11} {'lookup us':>10} "
+          f"{'resolved ms':>12}  vs fs (store, load)")
+    for r in results:
+        ratio = f"  {r['store_vs_fs']:.2f}x, {r['load_vs_fs']:.2f}x" if "load_vs_fs" in r else ""
+        lookup = f"{r['lookup_us']:.2f}" if r["lookup_us"] is not None else "async"
+        print(f"{r['tier']:10} {r['row_bytes'] // 1024:>6}Ki {r['rows']:>5} {r['store_GiBps']:>12.2f} "
+              f"{r['load_GiBps']:>11.2f} {lookup:>10} {r['lookup_resolved_ms']:>12.1f}{ratio}")
+    print(f"(median of {args.runs} runs; page cache before loads: {results[0]['page_cache']})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
