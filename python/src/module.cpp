@@ -33,9 +33,7 @@ NB_MODULE(_kvtier, m) {
 #if KVTIER_WITH_ZMQ
   bind_publisher(m);
 #endif
-#if KVTIER_WITH_URING
   bind_row_tiers(m);
-#endif
   m.attr("has_zmq") = bool(KVTIER_WITH_ZMQ);
   m.def("cuda_compiled", &kvtier::memory::cuda_compiled, "Whether this build contains the CUDA runtime.");
   m.def("cuda_device_count", &kvtier::memory::cuda_device_count, "Visible CUDA devices (0 without a CUDA build).");

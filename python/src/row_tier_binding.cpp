@@ -1,5 +1,6 @@
-// kvtier._kvtier.DiskRowTier: G3 as a service of an engine's rows
-// (tiers/rows/disk_row_service.hpp), what kvtier.vllm's KvtierDiskTier drives.
+// kvtier._kvtier.RowTier: G3 or G4 as a service of an engine's rows
+// (tiers/rows/row_service.hpp), what kvtier.vllm's tiers drive, opened by
+// open_disk_rows (with liburing) and open_shared_rows (with hiredis).
 // The rows are taken from a writable buffer once, at construction, and the
 // buffer export is released at once: the tier holds no export of the
 // engine's memory (vLLM's own shutdown releases its memoryview and must not
@@ -10,14 +11,22 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <chrono>
 #include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "kvtier/core/errors.hpp"
-#include "kvtier/tiers/rows/disk_row_service.hpp"
+#include "kvtier/tiers/rows/row_service.hpp"
 #include "kvtier/tiers/tier_key.hpp"
+#if KVTIER_WITH_URING
+#include "kvtier/tiers/rows/disk_rows.hpp"
+#endif
+#if KVTIER_WITH_REDIS
+#include "kvtier/tiers/rows/shared_rows.hpp"
+#include "kvtier/tiers/shared/redis_url.hpp"
+#endif
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -25,10 +34,10 @@ using namespace nb::literals;
 namespace kvtier::python {
 namespace {
 
-using tiers::rows::DiskRowService;
 using tiers::rows::RowJob;
 using tiers::rows::RowJobKind;
 using tiers::rows::RowRegion;
+using tiers::rows::RowService;
 
 /// The rows of a 2-D byte buffer (vLLM's primary view: num_chunks x row, strides (row, 1)).
 RowRegion rows_of(nb::handle view) {
@@ -59,38 +68,81 @@ std::vector<std::byte> key_of(nb::handle key) {
   return {data, data + bytes.size()};
 }
 
+std::optional<tiers::TierKey> key_from(const std::optional<std::string>& key_file) {
+  return key_file ? std::optional(tiers::TierKey::from_file(*key_file)) : std::nullopt;
+}
+
 }  // namespace
 
 void bind_row_tiers(nb::module_& m) {
-  nb::class_<DiskRowService>(m, "DiskRowTier",
-                             "G3 over an engine's rows: jobs by key, run in place on io_uring (kvtier.vllm).")
+#if KVTIER_WITH_URING
+  m.def(
+      "open_disk_rows",
+      [](nb::handle rows, const std::string& path, std::uint32_t capacity_blocks, const std::string& namespace_text,
+         unsigned queue_depth, unsigned backlog, bool sync, std::optional<std::string> key_file, bool reformat,
+         bool events) {
+        const tiers::rows::DiskRowsConfig config{
+            .store = {.file = path,
+                      .slots = capacity_blocks,
+                      .queue_depth = queue_depth,
+                      .backlog = backlog,
+                      .reformat = reformat,
+                      .key = key_from(key_file),
+                      .sync = sync ? tiers::disk::DiskSync::Batch : tiers::disk::DiskSync::None},
+            .namespace_text = namespace_text};
+        const RowRegion region = rows_of(rows);
+        nb::gil_scoped_release release;  // the restart scan reads every slot's header
+        return new RowService(tiers::rows::open_disk_rows(config, region), region, events);
+      },
+      "rows"_a, "path"_a, "capacity_blocks"_a, "namespace"_a, "queue_depth"_a = 32, "backlog"_a = 32, "sync"_a = false,
+      "key_file"_a = nb::none(), "reformat"_a = false, "events"_a = false, nb::rv_policy::take_ownership,
+      "G3 over the engine's rows (a 2-D writable byte buffer, one row per chunk): one file at `path`.");
+#endif
+#if KVTIER_WITH_REDIS
+  m.def(
+      "open_shared_rows",
+      [](nb::handle rows, const std::vector<std::string>& urls, const std::string& key_namespace,
+         const std::string& namespace_text, unsigned deadline_ms, unsigned retry_after_ms, std::uint32_t ttl_seconds,
+         std::optional<std::string> key_file, bool events) {
+        if (urls.empty()) throw ConfigError("the shared tier needs at least one redis:// URL");
+        tiers::rows::SharedRowsConfig config{.store = {.endpoints = {},
+                                                       .auth = tiers::shared::redis_auth_of(urls),
+                                                       .key_namespace = key_namespace,
+                                                       .ttl_seconds = ttl_seconds,
+                                                       .timeout = std::chrono::milliseconds(deadline_ms),
+                                                       .retry_after = std::chrono::milliseconds(retry_after_ms),
+                                                       .key = key_from(key_file)},
+                                             .namespace_text = namespace_text};
+        for (const std::string& url : urls) config.store.endpoints.push_back(tiers::shared::parse_redis_url(url));
+        const RowRegion region = rows_of(rows);
+        return new RowService(tiers::rows::open_shared_rows(config, region), region, events);
+      },
+      "rows"_a, "urls"_a, "key_namespace"_a, "namespace"_a, "deadline_ms"_a = 50, "retry_after_ms"_a = 1000,
+      "ttl_seconds"_a = 0, "key_file"_a = nb::none(), "events"_a = false, nb::rv_policy::take_ownership,
+      "G4 over the engine's rows: one Redis, or any nodes of a Redis Cluster (redis:// URLs).");
+#endif
+  nb::class_<RowService>(m, "RowTier", "A tier of an engine's rows: jobs by key, run on the tier's own thread.")
       .def(
-          "__init__",
-          [](DiskRowService* self, nb::handle rows, const std::string& path, std::uint32_t capacity_blocks,
-             const std::string& namespace_text, unsigned queue_depth, unsigned backlog, bool sync,
-             std::optional<std::string> key_file, bool reformat, bool events) {
-            tiers::rows::DiskRowServiceConfig config{
-                .store = {.file = path,
-                          .slots = capacity_blocks,
-                          .queue_depth = queue_depth,
-                          .backlog = backlog,
-                          .reformat = reformat,
-                          .key = key_file ? std::optional(tiers::TierKey::from_file(*key_file)) : std::nullopt,
-                          .sync = sync ? tiers::disk::DiskSync::Batch : tiers::disk::DiskSync::None},
-                .namespace_text = namespace_text,
-                .events = events};
-            const RowRegion region = rows_of(rows);
-            nb::gil_scoped_release release;  // the restart scan reads every slot's header
-            new (self) DiskRowService(config, region);
+          "lookup", [](RowService& s, nb::handle key) { return s.lookup(key_of(key)); }, "key"_a,
+          "Whether the tier is known to hold `key` and can load it now (a hit is a use); never waits.")
+      .def(
+          "lookup_many",
+          [](RowService& s, nb::handle keys) {
+            std::vector<std::vector<std::byte>> asked;
+            for (nb::handle key : keys) asked.push_back(key_of(key));
+            std::vector<bool> found;
+            {
+              nb::gil_scoped_release release;
+              found = s.lookup_many(asked);
+            }
+            nb::list out;
+            for (const bool f : found) out.append(f);
+            return out;
           },
-          "rows"_a, "path"_a, "capacity_blocks"_a, "namespace"_a, "queue_depth"_a = 32, "backlog"_a = 32,
-          "sync"_a = false, "key_file"_a = nb::none(), "reformat"_a = false, "events"_a = false)
-      .def(
-          "lookup", [](DiskRowService& s, nb::handle key) { return s.lookup(key_of(key)); }, "key"_a,
-          "Whether the tier holds `key` and can load it now (a hit is a use).")
+          "keys"_a, "Asks the tier for each key (a remote tier: one round trip within its deadline).")
       .def(
           "submit",
-          [](DiskRowService& s, std::uint64_t job_id, bool load, nb::handle keys, std::vector<std::int64_t> rows) {
+          [](RowService& s, std::uint64_t job_id, bool load, nb::handle keys, std::vector<std::int64_t> rows) {
             RowJob job{.id = job_id, .kind = load ? RowJobKind::Load : RowJobKind::Store};
             for (nb::handle key : keys) job.keys.push_back(key_of(key));
             job.rows = std::move(rows);
@@ -99,7 +151,7 @@ void bind_row_tiers(nb::module_& m) {
           "job_id"_a, "load"_a, "keys"_a, "rows"_a, "Queues a job of keys[i] in row rows[i]; never waits for I/O.")
       .def(
           "take_finished",
-          [](DiskRowService& s) {
+          [](RowService& s) {
             nb::list out;
             for (const tiers::rows::RowJobResult& r : s.take_finished()) {
               nb::list loaded;
@@ -110,13 +162,13 @@ void bind_row_tiers(nb::module_& m) {
             return out;
           },
           "(job_id, is_load, success, loaded positions, seconds, bytes, error) of each job that ended, once.")
-      .def("drain", &DiskRowService::drain, nb::call_guard<nb::gil_scoped_release>(),
+      .def("drain", &RowService::drain, nb::call_guard<nb::gil_scoped_release>(),
            "Waits until every job submitted so far ended.")
-      .def("shutdown", &DiskRowService::shutdown, nb::call_guard<nb::gil_scoped_release>(),
+      .def("shutdown", &RowService::shutdown, nb::call_guard<nb::gil_scoped_release>(),
            "Ends every job, stops the thread, closes the file; the rows are not touched again.")
       .def(
           "take_events",
-          [](DiskRowService& s) {
+          [](RowService& s) {
             nb::list out;
             for (const tiers::rows::RowEvent& e : s.take_events()) {
               out.append(nb::make_tuple(nb::bytes(e.key.data(), e.key.size()), e.removed));
@@ -126,7 +178,7 @@ void bind_row_tiers(nb::module_& m) {
           "(key, removed) of each key stored or removed since the last call.")
       .def(
           "counters",
-          [](const DiskRowService& s) {
+          [](const RowService& s) {
             const tiers::rows::RowTierCounters c = s.counters();
             nb::dict d;
             d["lookups"] = c.lookups;
@@ -149,23 +201,15 @@ void bind_row_tiers(nb::module_& m) {
           },
           "Counters since the tier was opened.")
       .def(
-          "recovered",
-          [](const DiskRowService& s) {
-            const tiers::disk::SlotScan& r = s.recovered();
+          "opened",
+          [](const RowService& s) {
             nb::dict d;
-            d["resident"] = r.resident.size();
-            d["corrupt"] = r.corrupt;
-            d["unauthenticated"] = r.unauthenticated;
-            d["dropped_on_shrink"] = r.dropped_on_shrink;
-            d["discarded"] = r.discarded;
-            d["reformatted"] = r.reformatted;
+            for (const auto& [name, value] : s.opened()) d[name.c_str()] = value;
             return d;
           },
-          "What the tier file held when it was opened.")
-      .def_prop_ro("fingerprint", &DiskRowService::fingerprint)
-      .def_prop_ro("row_bytes", &DiskRowService::row_bytes)
-      .def_prop_ro("capacity", &DiskRowService::capacity)
-      .def_prop_ro("direct_io", &DiskRowService::direct_io);
+          "What the store found when it was opened (a G3's restart scan).")
+      .def_prop_ro("row_bytes", &RowService::row_bytes)
+      .def_prop_ro("capacity", &RowService::capacity);
 }
 
 }  // namespace kvtier::python

@@ -31,11 +31,23 @@ RedisNodeLimits limits_of(const SharedStoreConfig& config, std::size_t max_value
 }  // namespace
 
 SharedStore::SharedStore(SharedStoreConfig config, const KvLayout& layout)
+    : SharedStore(std::move(config), layout.page_bytes(), record_header_bytes(layout.geometry().tokens_per_block),
+                  layout_fingerprint(layout)) {}
+
+SharedStore::SharedStore(SharedStoreConfig config, const RowShape& rows)
+    : SharedStore(std::move(config), rows.row_bytes, record_header_bytes(0, kMaxEngineKeyBytes), rows.fingerprint) {
+  if (rows.row_bytes == 0 || rows.fingerprint == 0) {
+    throw ConfigError("the shared tier's rows need a size and a namespace fingerprint other than 0");
+  }
+}
+
+SharedStore::SharedStore(SharedStoreConfig config, std::size_t page_bytes, std::size_t header_bytes,
+                         std::uint64_t fingerprint)
     : config_(std::move(config)),
-      page_bytes_(layout.page_bytes()),
-      header_bytes_(record_header_bytes(layout.geometry().tokens_per_block)),
+      page_bytes_(page_bytes),
+      header_bytes_(header_bytes),
       max_value_bytes_(header_bytes_ + page_bytes_),
-      fingerprint_(layout_fingerprint(layout)),
+      fingerprint_(fingerprint),
       formats_(fingerprint_, config_.group_formats),
       lookup_cluster_(RedisClusterConfig{
           .seeds = config_.endpoints, .auth = config_.auth, .limits = limits_of(config_, max_value_bytes_)}),
@@ -275,7 +287,9 @@ LowerTier::WriteStart SharedStore::write(const g1::TieredBlock& block, std::span
   KVTIER_EXPECTS(payload.size() == page_bytes_, "a shared-tier block is one page of ", page_bytes_, " bytes, not ",
                  payload.size());
   const std::size_t tokens = block.token_ids ? block.token_ids->size() : 0;
-  const std::size_t header = record_header_bytes(tokens);
+  const std::size_t header = record_header_bytes(tokens, block.engine_key.size());
+  KVTIER_EXPECTS(header <= header_bytes_, "a block's record header of ", header, " bytes in a store of ",
+                 header_bytes_);
   std::unique_ptr<char[]> job_buffer;
   {
     std::lock_guard lock(mutex_);
@@ -386,7 +400,10 @@ LowerTierProgress SharedStore::poll(bool wait) {
   copied_reads_.clear();
   for (WriteDone& done : writes) {
     publishing_.erase(done.block.plh);
-    if (!done.stored) continue;
+    if (!done.stored) {
+      progress.unstored.push_back(std::move(done.block));
+      continue;
+    }
     progress.stored.push_back(done.block);
     remember(std::move(done.block));
   }

@@ -37,6 +37,15 @@ PositionalLineageHash engine_key_plh(std::span<const std::byte> key) noexcept;
 /// model's or another layout's and is never served.
 std::uint64_t layout_fingerprint(const KvLayout& layout) noexcept;
 
+/// What an engine's rows are (an engine adapter's G3 or G4): `row_bytes`
+/// each (G3: a multiple of kRecordAlignment), compatible only under
+/// `fingerprint` (the engine's namespace: model, dtype, chunk, parallel
+/// layout, row bytes). Their records carry engine keys, no token ids.
+struct RowShape {
+  std::size_t row_bytes = 0;
+  std::uint64_t fingerprint = 0;
+};
+
 /// The header of a record: everything but the payload.
 struct BlockRecordMeta {
   g1::TieredBlock block;

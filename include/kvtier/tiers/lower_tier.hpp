@@ -107,6 +107,26 @@ class LowerTier {
                                             std::span<std::byte* const> pages) = 0;
   /// Collects the I/O that ended; with `wait`, every operation in flight.
   virtual LowerTierProgress poll(bool wait) = 0;
+  /// Waits until some operation in flight ended (at once when none is), and collects.
+  virtual LowerTierProgress wait_some() { return poll(true); }
+
+  // An engine's rows (tiers/rows/row_service.hpp): blocks named by engine
+  // keys, moved from and to pages the engine owns.
+  /// As write, with `page` the caller's until the write is reported stored
+  /// or unstored by a poll: a tier that moves pages in place reads it then;
+  /// by default it is copied now.
+  virtual WriteStart write_in_place(const g1::TieredBlock& block, std::span<const std::byte> page,
+                                    std::vector<g1::TieredBlock>& evicted) {
+    return write(block, page, evicted);
+  }
+  /// As read; a page may be written before its block verified (and reported
+  /// not ok), so only pages reported ok hold the block.
+  virtual std::optional<std::uint64_t> read_in_place(std::span<const PositionalLineageHash> plhs,
+                                                     std::span<std::byte* const> pages) {
+    return read(plhs, pages);
+  }
+  /// A use of a block the tier holds (an engine's hit): its eviction order may take note.
+  virtual void touch(const PositionalLineageHash&) {}
 
   virtual LowerTierStats stats() const = 0;
 };

@@ -12,32 +12,21 @@ What it promises, beyond vLLM's own file tier:
   (O_DIRECT where the file system takes it), on a C++ thread: no Python thread
   does I/O, and the calls that wait release the interpreter lock;
 - lookups answer at once from memory (HIT or MISS, never RETRY).
-The C++ service is kvtier._kvtier.DiskRowTier (tiers/rows/disk_row_service).
+The C++ service is kvtier._kvtier.open_disk_rows (tiers/rows/disk_rows, row_service).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from typing_extensions import override
-from vllm.v1.kv_offload.base import (
-    ConfigInfo,
-    ConfigInfoMapping,
-    Locality,
-    LookupResult,
-    Medium,
-    OffloadingEvent,
-    OffloadKey,
-    ReqContext,
-    RequestOffloadingContext,
-)
-from vllm.v1.kv_offload.tiering.base import JobId, JobResult, SecondaryTierManager, TransferJob
+from vllm.v1.kv_offload.base import ConfigInfo, ConfigInfoMapping, Locality, LookupResult, Medium, OffloadKey, ReqContext
 
 from kvtier import _kvtier
 from kvtier.vllm import tier_metrics
+from kvtier.vllm.row_tier import RowTierAdapter
 from kvtier.vllm.tier_namespace import row_namespace
 from kvtier.vllm.tier_options import TierOptionError, flag, positive_int, refuse_unknown, text
 
@@ -62,10 +51,11 @@ class KvtierDiskTierInfo(ConfigInfo):
     kvtier_sync: bool
 
 
-class KvtierDiskTier(SecondaryTierManager):
+class KvtierDiskTier(RowTierAdapter):
     """kvtier's G3 (a capacity-bounded, checksummed, restartable file of rows)."""
 
     medium: ClassVar[Medium] = Medium.STORAGE
+    _ownership = OWNERSHIP
 
     def __init__(
         self,
@@ -108,10 +98,10 @@ class KvtierDiskTier(SecondaryTierManager):
         events = flag(name, "enable_kv_events", enable_kv_events) and bool(
             offloading_spec.kv_events_config.enable_kv_cache_events
         )
-        if not hasattr(_kvtier, "DiskRowTier"):
+        if not hasattr(_kvtier, "open_disk_rows"):
             raise TierOptionError(f"{name}: this kvtier was built without liburing (no disk tier)")
         dp_index = getattr(offloading_spec.config.parallel, "data_parallel_index", 0)
-        self._tier = _kvtier.DiskRowTier(
+        tier = _kvtier.open_disk_rows(
             primary_kv_view,
             os.path.join(directory, f"kvtier-g3-dp{dp_index}.tier"),
             capacity,
@@ -123,98 +113,27 @@ class KvtierDiskTier(SecondaryTierManager):
             reformat=flag(name, "reformat", reformat),
             events=events,
         )
-        self._events_on = events
+        self._start(tier, tier_type, events)
         self._info = KvtierDiskTierInfo(
             kvtier_capacity_blocks=capacity,
-            kvtier_row_bytes=self._tier.row_bytes,
+            kvtier_row_bytes=tier.row_bytes,
             kvtier_keyed=key_file is not None,
             kvtier_sync=sync,
         )
-        self._job_keys: dict[JobId, list[OffloadKey]] = {}
-        self._deltas = tier_metrics.CounterDeltas(tier_type, remote=False)
 
     @property
     def recovered(self) -> dict[str, Any]:
-        """What the tier file held when this tier opened it."""
-        return self._tier.recovered()
-
-    @override
-    def on_new_request(self, req_context: ReqContext) -> RequestOffloadingContext:
-        return RequestOffloadingContext()
+        """What the tier file held when this tier opened it (its restart scan)."""
+        return self._tier.opened()
 
     @override
     def lookup(self, key: OffloadKey, req_context: ReqContext) -> LookupResult:
         return LookupResult.HIT if self._tier.lookup(key) else LookupResult.MISS
 
-    @override
-    def submit_store(self, job_metadata: TransferJob) -> None:
-        self._submit(job_metadata, load=False)
-
-    @override
-    def submit_load(self, job_metadata: TransferJob) -> None:
-        self._submit(job_metadata, load=True)
-
-    def _submit(self, job: TransferJob, *, load: bool) -> None:
-        keys = list(job.keys)
-        self._job_keys[job.job_id] = keys
-        self._tier.submit(job.job_id, load, keys, [int(c) for c in job.chunk_ids])
-
-    @override
-    def get_finished_jobs(self) -> Iterable[JobResult]:
-        results = []
-        for job_id, is_load, success, loaded, seconds, moved, _error in self._tier.take_finished():
-            keys = self._job_keys.pop(job_id)
-            successful = None
-            if is_load and not success and loaded:
-                successful = tuple(keys[i] for i in loaded)  # the rest missed, and miss from now on
-            results.append(
-                JobResult(
-                    job_id=job_id,
-                    success=success,
-                    successful_keys=successful,
-                    transfer_time=seconds,
-                    transfer_bytes=moved or None,
-                )
-            )
-        return results
-
-    @override
-    def drain_jobs(self) -> None:
-        self._tier.drain()
-
-    @override
-    def take_events(self) -> Iterable[OffloadingEvent]:
-        if not self._events_on:
-            return ()
-        events: list[OffloadingEvent] = []
-        for key, removed in self._tier.take_events():
-            if events and events[-1].removed == removed:
-                events[-1].keys.append(key)
-                continue
-            events.append(
-                OffloadingEvent(
-                    keys=[key],
-                    medium=self.medium,
-                    removed=removed,
-                    locality=self.locality,
-                    ownership=OWNERSHIP,
-                    removal_expected=True,
-                )
-            )
-        return events
-
-    @override
-    def shutdown(self) -> None:
-        self._tier.shutdown()
-
     @classmethod
     @override
     def build_metric_definitions(cls, extra_config: dict[str, Any]) -> dict[str, Any]:
         return tier_metrics.metric_definitions(remote=False)
-
-    @override
-    def get_stats(self) -> Any:
-        return self._deltas.stats(self._tier.counters())
 
     @classmethod
     @override

@@ -104,14 +104,6 @@ struct DiskFaults {
   std::optional<std::uint32_t> room_for_new_slots{};
 };
 
-/// What an engine's rows are (an engine adapter's G3): `row_bytes` each (a
-/// multiple of kRecordAlignment), compatible only under `fingerprint` (the
-/// engine's namespace: model, dtype, chunk, parallel layout, row bytes).
-struct RowShape {
-  std::size_t row_bytes = 0;
-  std::uint64_t fingerprint = 0;
-};
-
 class DiskStore final : public LowerTier {
  public:
   /// Opens the store and recovers what its file holds: the most recent
@@ -167,7 +159,7 @@ class DiskStore final : public LowerTier {
   /// one page): it must stay unchanged until the write is reported stored or
   /// unstored by a poll.
   WriteStart write_in_place(const g1::TieredBlock& block, std::span<const std::byte> page,
-                            std::vector<g1::TieredBlock>& evicted);
+                            std::vector<g1::TieredBlock>& evicted) override;
   std::size_t read_room() const noexcept override { return free_buffers_.size(); }
   /// Operations issued and not yet completed (queued, submitted or backlogged).
   std::size_t in_flight() const noexcept { return operations_.size(); }
@@ -178,13 +170,13 @@ class DiskStore final : public LowerTier {
   /// As read, into `pages` in place (kRecordAlignment-aligned): a page holds
   /// the block's bytes once its read is reported ok, and anything before.
   std::optional<std::uint64_t> read_in_place(std::span<const PositionalLineageHash> plhs,
-                                             std::span<std::byte* const> pages);
+                                             std::span<std::byte* const> pages) override;
   /// A use of a resident block: it becomes the most recently used.
-  void touch(const PositionalLineageHash& plh);
+  void touch(const PositionalLineageHash& plh) override;
   LowerTierProgress poll(bool wait) override;
   /// Waits until at least one operation in flight ended (none in flight:
   /// returns at once), and collects what ended.
-  LowerTierProgress wait_some();
+  LowerTierProgress wait_some() override;
   void inject_faults(const DiskFaults& faults);
 
  private:

@@ -108,6 +108,9 @@ class SharedStore final : public LowerTier {
   /// zero in-flight bound or timeout, an empty namespace or one with a hash
   /// tag ('{' or '}': every block would land on one shard).
   SharedStore(SharedStoreConfig config, const KvLayout& layout);
+  /// A store of an engine's rows (tiers/rows/row_service.hpp): values of
+  /// records named by engine keys, under the rows' fingerprint.
+  SharedStore(SharedStoreConfig config, const RowShape& rows);
   /// Finishes what was queued (each command bounded by the timeout), then stops the worker.
   ~SharedStore() override;
   SharedStore(const SharedStore&) = delete;
@@ -165,6 +168,8 @@ class SharedStore final : public LowerTier {
     bool stored = false;  // in the store now (this SET, or another's before it)
   };
 
+  /// Both constructors: a value's page and header bytes, and its records' fingerprint.
+  SharedStore(SharedStoreConfig config, std::size_t page_bytes, std::size_t header_bytes, std::uint64_t fingerprint);
   /// Keeps a verified value for its read, dropping the oldest beyond max_staged_values.
   void stage(const PositionalLineageHash& plh, StagedValue value);
   /// Drops staged values, oldest first, until `room` more fit.

@@ -1,4 +1,4 @@
-#include "kvtier/tiers/rows/disk_row_service.hpp"
+#include "kvtier/tiers/rows/row_service.hpp"
 
 #include <xxhash.h>
 
@@ -50,15 +50,22 @@ std::string malformed(const RowJob& job, const RowRegion& region) {
 }  // namespace
 
 /// A job whose I/O is in flight: positions not yet started wait in `pending`.
-struct DiskRowService::Running {
+struct RowService::Running {
   RowJob job;
   Clock::time_point submitted;
-  std::vector<std::uint32_t> pending;  // positions not started yet, in order
+  std::deque<std::uint32_t> pending;  // positions not started yet, in order
   std::size_t in_flight = 0;
   bool failed = false;
   std::vector<std::uint32_t> loaded;
   std::uint64_t bytes = 0;
   bool done() const noexcept { return pending.empty() && in_flight == 0; }
+};
+
+/// A lookup_many whose caller waits for the thread's answer.
+struct RowService::Asked {
+  const std::vector<std::vector<std::byte>>* keys = nullptr;
+  std::vector<bool> found;
+  bool answered = false;
 };
 
 std::uint64_t row_namespace_fingerprint(const std::string& namespace_text, std::size_t row_bytes) noexcept {
@@ -67,36 +74,29 @@ std::uint64_t row_namespace_fingerprint(const std::string& namespace_text, std::
   return fingerprint == 0 ? 1 : fingerprint;
 }
 
-DiskRowService::DiskRowService(const DiskRowServiceConfig& config, const RowRegion& region)
+RowService::RowService(RowStore store, const RowRegion& region, bool events)
     : region_(region),
-      fingerprint_(row_namespace_fingerprint(config.namespace_text, region.row_bytes)),
-      capacity_(config.store.slots),
-      events_(config.events) {
-  if (region.base == nullptr || region.count == 0) throw ConfigError("the disk tier needs the engine's rows");
-  if (reinterpret_cast<std::uintptr_t>(region.base) % kRecordAlignment != 0 ||
-      region.row_bytes % kRecordAlignment != 0 || region.row_bytes == 0) {
-    throw ConfigError("the disk tier moves rows in place: their start and size must be multiples of " +
-                      std::to_string(kRecordAlignment) + " bytes (rows of " + std::to_string(region.row_bytes) +
-                      " bytes)");
-  }
-  store_ = std::make_unique<disk::DiskStore>(
-      config.store, disk::RowShape{.row_bytes = region.row_bytes, .fingerprint = fingerprint_});
-  recovered_ = store_->recovered();
-  direct_io_ = store_->direct_io();
+      capacity_(store.tier->capacity()),
+      events_(events),
+      opened_(std::move(store.opened)),
+      health_(std::move(store.health)),
+      store_(std::move(store.tier)) {
+  KVTIER_EXPECTS(region.base != nullptr && region.count > 0 && region.row_bytes == store_->page_bytes(),
+                 "a row service over rows of the store's page size");
   for (const g1::TieredBlock& block : store_->resident_blocks()) resident_.insert(block.plh);
   counters_.capacity = capacity_;
   counters_.used = store_->used();
   thread_ = std::thread([this] { run(); });
 }
 
-DiskRowService::~DiskRowService() {
+RowService::~RowService() {
   try {
     shutdown();
   } catch (...) {  // a destructor never throws
   }
 }
 
-bool DiskRowService::lookup(std::span<const std::byte> key) {
+bool RowService::lookup(std::span<const std::byte> key) {
   const PositionalLineageHash plh = engine_key_plh(key);
   std::lock_guard lock(mutex_);
   ++counters_.lookups;
@@ -108,35 +108,45 @@ bool DiskRowService::lookup(std::span<const std::byte> key) {
   return true;
 }
 
-void DiskRowService::submit(RowJob job) {
+std::vector<bool> RowService::lookup_many(const std::vector<std::vector<std::byte>>& keys) {
+  Asked asked{.keys = &keys, .found = std::vector<bool>(keys.size(), false)};
+  std::unique_lock lock(mutex_);
+  if (stopping_ || keys.empty()) return asked.found;
+  asked_.push_back(&asked);
+  work_.notify_one();
+  idle_.wait(lock, [&] { return asked.answered; });
+  return asked.found;
+}
+
+void RowService::submit(RowJob job) {
   std::lock_guard lock(mutex_);
-  KVTIER_EXPECTS(!stopping_, "a job submitted to a disk tier that was shut down");
+  KVTIER_EXPECTS(!stopping_, "a job submitted to a tier that was shut down");
   ++unfinished_;
   queued_.push_back(std::move(job));
   work_.notify_one();
 }
 
-std::vector<RowJobResult> DiskRowService::take_finished() {
+std::vector<RowJobResult> RowService::take_finished() {
   std::lock_guard lock(mutex_);
   return std::exchange(finished_, {});
 }
 
-std::vector<RowEvent> DiskRowService::take_events() {
+std::vector<RowEvent> RowService::take_events() {
   std::lock_guard lock(mutex_);
   return std::exchange(events_out_, {});
 }
 
-RowTierCounters DiskRowService::counters() const {
+RowTierCounters RowService::counters() const {
   std::lock_guard lock(mutex_);
   return counters_;
 }
 
-void DiskRowService::drain() {
+void RowService::drain() {
   std::unique_lock lock(mutex_);
   idle_.wait(lock, [&] { return unfinished_ == 0; });
 }
 
-void DiskRowService::shutdown() {
+void RowService::shutdown() {
   {
     std::lock_guard lock(mutex_);
     if (stopped_) return;
@@ -144,34 +154,59 @@ void DiskRowService::shutdown() {
     work_.notify_one();
   }
   if (thread_.joinable()) thread_.join();  // it ends every job first: none is abandoned mid-transfer
-  store_.reset();                          // waits for its I/O, closes the file and its lock
+  store_.reset();                          // waits for its I/O, closes its file or connections
   std::lock_guard lock(mutex_);
   stopped_ = true;
 }
 
-void DiskRowService::run() {
+bool RowService::io_in_flight() const noexcept {
+  return std::any_of(running_.begin(), running_.end(), [](const auto& r) { return r->in_flight > 0; });
+}
+
+void RowService::answer(Asked& asked) {
+  std::vector<PositionalLineageHash> plhs;
+  for (const std::vector<std::byte>& key : *asked.keys) plhs.push_back(engine_key_plh(key));
+  std::vector<std::optional<g1::TieredBlock>> found;
+  if (broken_.empty()) found = store_->lookup(plhs);
+  std::lock_guard lock(mutex_);
+  std::size_t hits = 0;
+  for (std::size_t i = 0; i < found.size(); ++i) {
+    // The record names the key whole: a hash that matched another key's is no hit.
+    asked.found[i] = found[i].has_value() && found[i]->engine_key == (*asked.keys)[i];
+    hits += asked.found[i] ? 1 : 0;
+  }
+  counters_.lookups += asked.keys->size();
+  counters_.lookup_hits += hits;
+  asked.answered = true;
+  idle_.notify_all();
+}
+
+void RowService::run() {
   for (;;) {
     std::vector<RowJob> arrived;
     std::vector<PositionalLineageHash> touched;
+    std::vector<Asked*> asked;
     {
       std::unique_lock lock(mutex_);
       if (running_.empty()) {
-        work_.wait(lock, [&] { return stopping_ || !queued_.empty() || !touched_.empty(); });
-        if (stopping_ && queued_.empty()) return;
+        work_.wait(lock, [&] { return stopping_ || !queued_.empty() || !touched_.empty() || !asked_.empty(); });
+        if (stopping_ && queued_.empty() && asked_.empty()) return;
       }
       arrived.assign(std::make_move_iterator(queued_.begin()), std::make_move_iterator(queued_.end()));
       queued_.clear();
+      asked.assign(asked_.begin(), asked_.end());
+      asked_.clear();
       touched.swap(touched_);
     }
     try {
+      for (Asked* a : asked) answer(*a);
       for (const PositionalLineageHash& plh : touched) store_->touch(plh);
       for (RowJob& job : arrived) {
         auto running = std::make_unique<Running>();
         running->submitted = Clock::now();
-        std::string why = broken_.empty() ? malformed(job, region_) : "the disk tier failed: " + broken_;
+        std::string why = broken_.empty() ? malformed(job, region_) : "the tier failed: " + broken_;
         running->job = std::move(job);
         if (!why.empty()) {
-          running->failed = true;
           std::lock_guard lock(mutex_);
           finished_.push_back(RowJobResult{.id = running->job.id, .kind = running->job.kind, .error = why});
           --unfinished_;
@@ -183,7 +218,7 @@ void DiskRowService::run() {
       }
       start_work();
       finish_ready();
-      if (store_->in_flight() > 0) {
+      if (io_in_flight()) {
         take_progress(store_->wait_some());
         finish_ready();
       }
@@ -193,71 +228,97 @@ void DiskRowService::run() {
       } catch (...) {
       }
       fail_everything(error.what());
+      for (Asked* a : asked) {
+        std::lock_guard lock(mutex_);
+        a->answered = true;  // answered no, or already answered
+        idle_.notify_all();
+      }
     }
   }
 }
 
-void DiskRowService::start_work() {
+void RowService::start_work() {
   for (const std::unique_ptr<Running>& r : running_) {
-    RowJob& job = r->job;
-    if (job.kind == RowJobKind::Store) {
-      while (!r->pending.empty()) {
-        const std::uint32_t at = r->pending.front();
-        const g1::TieredBlock block = row_block(job.keys[at]);
-        std::vector<g1::TieredBlock> evicted;
-        const std::span<const std::byte> row(region_.row(static_cast<std::size_t>(job.rows[at])), region_.row_bytes);
-        const LowerTier::WriteStart start = store_->write_in_place(block, row, evicted);
-        for (const g1::TieredBlock& victim : evicted) note_removed(victim);
-        if (start == LowerTier::WriteStart::NoRoom && store_->in_flight() > 0) return;  // again once I/O ended
-        r->pending.erase(r->pending.begin());
-        if (start == LowerTier::WriteStart::Present) store_->touch(block.plh);  // a store of it again is a use
-        std::lock_guard lock(mutex_);
-        if (start == LowerTier::WriteStart::Started) {
-          writing_.emplace(block.plh, std::pair{r.get(), at});
-          ++r->in_flight;
-        } else if (start == LowerTier::WriteStart::Present) {
-          ++counters_.keys_already_held;
-        } else {
-          ++counters_.keys_store_failed;  // every slot is being read or written, and nothing is in flight
-          r->failed = true;
-        }
-      }
+    if (r->job.kind == RowJobKind::Load) {
+      start_load(*r);
       continue;
     }
-    // A load: the positions whose keys are resident, as many as the store can read at once.
-    std::vector<std::uint32_t> positions;
-    std::vector<PositionalLineageHash> plhs;
-    std::vector<std::byte*> pages;
-    while (!r->pending.empty() && plhs.size() < store_->read_room()) {
+    while (!r->pending.empty()) {
       const std::uint32_t at = r->pending.front();
-      r->pending.erase(r->pending.begin());
-      const PositionalLineageHash plh = engine_key_plh(job.keys[at]);
-      const std::optional<g1::TieredBlock> found = store_->find(plh);
-      if (!found || found->engine_key != job.keys[at]) {
-        std::lock_guard lock(mutex_);
-        ++counters_.keys_load_failed;  // evicted since its lookup, or never held
+      const g1::TieredBlock block = row_block(r->job.keys[at]);
+      std::vector<g1::TieredBlock> evicted;
+      const std::span<const std::byte> row(region_.row(static_cast<std::size_t>(r->job.rows[at])), region_.row_bytes);
+      const LowerTier::WriteStart start = store_->write_in_place(block, row, evicted);
+      for (const g1::TieredBlock& victim : evicted) note_removed(victim);
+      if (start == LowerTier::WriteStart::NoRoom && io_in_flight()) return;  // again once some I/O ended
+      r->pending.pop_front();
+      if (start == LowerTier::WriteStart::Present) store_->touch(block.plh);  // a store of it again is a use
+      std::lock_guard lock(mutex_);
+      if (start == LowerTier::WriteStart::Started) {
+        writing_.emplace(block.plh, std::pair{r.get(), at});
+        ++r->in_flight;
+      } else if (start == LowerTier::WriteStart::Present) {
+        ++counters_.keys_already_held;
+      } else {
+        ++counters_.keys_store_failed;  // no room, and nothing in flight that would make some
         r->failed = true;
-        continue;
       }
-      positions.push_back(at);
-      plhs.push_back(plh);
-      pages.push_back(region_.row(static_cast<std::size_t>(job.rows[at])));
     }
-    if (plhs.empty()) continue;
-    const std::optional<std::uint64_t> read = store_->read_in_place(plhs, pages);
-    KVTIER_ASSERT(read.has_value(), "a disk tier read refused within its read room");
-    r->in_flight += plhs.size();
-    reading_.emplace(*read, std::pair{r.get(), std::move(positions)});
   }
 }
 
-void DiskRowService::note_removed(const g1::TieredBlock& block) {
+void RowService::start_load(Running& r) {
+  // The keys the tier holds, as many as it can read at once; a remote tier is
+  // asked first for those it does not know of (one round trip).
+  std::vector<std::uint32_t> positions;
+  std::vector<PositionalLineageHash> plhs;
+  while (!r.pending.empty() && plhs.size() < store_->read_room()) {
+    positions.push_back(r.pending.front());
+    plhs.push_back(engine_key_plh(r.job.keys[r.pending.front()]));
+    r.pending.pop_front();
+  }
+  if (plhs.empty()) return;
+  std::vector<std::optional<g1::TieredBlock>> found(plhs.size());
+  std::vector<PositionalLineageHash> unknown;
+  for (std::size_t i = 0; i < plhs.size(); ++i) {
+    found[i] = store_->find(plhs[i]);
+    if (!found[i]) unknown.push_back(plhs[i]);
+  }
+  if (!unknown.empty()) {
+    const std::vector<std::optional<g1::TieredBlock>> asked = store_->lookup(unknown);
+    for (std::size_t i = 0, u = 0; i < plhs.size(); ++i) {
+      if (!found[i]) found[i] = asked[u++];
+    }
+  }
+  std::vector<std::uint32_t> reading;
+  std::vector<PositionalLineageHash> reads;
+  std::vector<std::byte*> pages;
+  for (std::size_t i = 0; i < plhs.size(); ++i) {
+    const std::uint32_t at = positions[i];
+    if (!found[i] || found[i]->engine_key != r.job.keys[at]) {
+      std::lock_guard lock(mutex_);
+      ++counters_.keys_load_failed;  // evicted since its lookup, or never held
+      r.failed = true;
+      continue;
+    }
+    reading.push_back(at);
+    reads.push_back(plhs[i]);
+    pages.push_back(region_.row(static_cast<std::size_t>(r.job.rows[at])));
+  }
+  if (reads.empty()) return;
+  const std::optional<std::uint64_t> read = store_->read_in_place(reads, pages);
+  KVTIER_ASSERT(read.has_value(), "a tier read refused within its read room");
+  r.in_flight += reads.size();
+  reading_.emplace(*read, std::pair{&r, std::move(reading)});
+}
+
+void RowService::note_removed(const g1::TieredBlock& block) {
   std::lock_guard lock(mutex_);
   resident_.erase(block.plh);
   if (events_) events_out_.push_back(RowEvent{.key = block.engine_key, .removed = true});
 }
 
-void DiskRowService::take_progress(const LowerTierProgress& progress) {
+void RowService::take_progress(const LowerTierProgress& progress) {
   for (const g1::TieredBlock& block : progress.dropped) note_removed(block);
   std::lock_guard lock(mutex_);
   for (const g1::TieredBlock& block : progress.stored) {
@@ -283,7 +344,7 @@ void DiskRowService::take_progress(const LowerTierProgress& progress) {
   }
   for (const LowerRead& read : progress.reads) {
     const auto it = reading_.find(read.id);
-    KVTIER_ASSERT(it != reading_.end(), "a disk tier read of no job");
+    KVTIER_ASSERT(it != reading_.end(), "a tier read of no job");
     Running& r = *it->second.first;
     const std::vector<std::uint32_t>& positions = it->second.second;
     for (std::size_t i = 0; i < positions.size(); ++i) {
@@ -302,7 +363,7 @@ void DiskRowService::take_progress(const LowerTierProgress& progress) {
   }
 }
 
-void DiskRowService::finish_ready() {
+void RowService::finish_ready() {
   const LowerTierStats stats = store_->stats();
   std::lock_guard lock(mutex_);
   std::erase_if(running_, [&](const std::unique_ptr<Running>& r) {
@@ -322,16 +383,17 @@ void DiskRowService::finish_ready() {
   counters_.authentication_failures = stats.authentication_failures;
   counters_.evictions = stats.evictions;
   counters_.used = store_->used();
+  if (health_) health_(counters_);
   if (unfinished_ == 0) idle_.notify_all();
 }
 
-void DiskRowService::fail_everything(const std::string& why) {
-  std::fprintf(stderr, "kvtier: the disk tier failed (%s): every job fails from now on\n", why.c_str());
+void RowService::fail_everything(const std::string& why) {
+  std::fprintf(stderr, "kvtier: a tier of an engine's rows failed (%s): every job fails from now on\n", why.c_str());
   std::lock_guard lock(mutex_);
   broken_ = why;
   for (const std::unique_ptr<Running>& r : running_) {
-    finished_.push_back(RowJobResult{
-        .id = r->job.id, .kind = r->job.kind, .success = false, .loaded = {}, .error = "the disk tier failed: " + why});
+    finished_.push_back(
+        RowJobResult{.id = r->job.id, .kind = r->job.kind, .success = false, .error = "the tier failed: " + why});
     --unfinished_;
   }
   running_.clear();

@@ -1,8 +1,8 @@
-// G3 as a service of an engine's rows (the vLLM adapter's engine): rows come
+// G3 as a service of an engine's rows (what kvtier.vllm's KvtierDiskTier drives): rows come
 // back byte for byte into other rows, after a restart too; a damaged record
 // is never a loaded key and misses from then on; capacity holds the newest
 // rows; malformed jobs fail as a whole; another namespace is refused.
-#include "kvtier/tiers/rows/disk_row_service.hpp"
+#include "kvtier/tiers/rows/disk_rows.hpp"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -16,54 +16,38 @@
 
 #include "kvtier/core/errors.hpp"
 #include "kvtier/tiers/block_record.hpp"
+#include "support/engine_rows.hpp"
 #include "support/scratch_directory.hpp"
 
 namespace kvtier::tiers::rows {
 namespace {
 
-constexpr std::size_t kRowBytes = 2 * 4096;
-constexpr std::size_t kRows = 16;
+using kvtier::testing::job;
+using kvtier::testing::key;
+using kvtier::testing::kRowBytes;
+using kvtier::testing::kRows;
+using kvtier::testing::Rows;
 
-struct Rows {
-  std::unique_ptr<std::byte, decltype(&std::free)> memory{
-      static_cast<std::byte*>(std::aligned_alloc(4096, kRows* kRowBytes)), &std::free};
-  RowRegion region() const { return RowRegion{.base = memory.get(), .count = kRows, .row_bytes = kRowBytes}; }
-  std::span<std::byte> row(std::size_t i) const { return {memory.get() + i * kRowBytes, kRowBytes}; }
-  void fill(std::size_t i, int seed) const {
-    for (std::size_t b = 0; b < kRowBytes; ++b) row(i)[b] = static_cast<std::byte>((seed * 31 + b * 7) & 0xFF);
+std::uint64_t opened(const RowService& service, const std::string& what) {
+  for (const auto& [name, value] : service.opened()) {
+    if (name == what) return value;
   }
-  bool holds(std::size_t i, int seed) const {
-    for (std::size_t b = 0; b < kRowBytes; ++b) {
-      if (row(i)[b] != static_cast<std::byte>((seed * 31 + b * 7) & 0xFF)) return false;
-    }
-    return true;
-  }
-};
-
-std::vector<std::byte> key(int n) {  // a vLLM offload key: 32 bytes of hash + a 4-byte group
-  std::vector<std::byte> k(36, std::byte{0});
-  std::memcpy(k.data(), &n, sizeof(n));
-  k[35] = std::byte{1};
-  return k;
+  ADD_FAILURE() << "no " << what;
+  return 0;
 }
 
-RowJob job(std::uint64_t id, RowJobKind kind, std::vector<int> keys, std::vector<std::int64_t> rows) {
-  RowJob j{.id = id, .kind = kind};
-  for (int n : keys) j.keys.push_back(key(n));
-  j.rows = std::move(rows);
-  return j;
-}
-
-class DiskRowServiceTest : public ::testing::Test {
+class DiskRowsTest : public ::testing::Test {
  protected:
   void SetUp() override { scratch_ = std::make_unique<kvtier::testing::ScratchDirectory>("kvtier-row-service"); }
-  DiskRowServiceConfig config(std::uint32_t slots, std::string space = "model-a", bool reformat = false) const {
-    return DiskRowServiceConfig{
+  DiskRowsConfig config(std::uint32_t slots, std::string space = "model-a", bool reformat = false) const {
+    return DiskRowsConfig{
         .store = {.file = scratch_->path() / "g3.tier", .slots = slots, .queue_depth = 4, .reformat = reformat},
-        .namespace_text = std::move(space),
-        .events = true};
+        .namespace_text = std::move(space)};
   }
-  static RowJobResult run(DiskRowService& service, RowJob j) {
+  std::unique_ptr<RowService> open(const DiskRowsConfig& c) const {
+    return std::make_unique<RowService>(open_disk_rows(c, rows_.region()), rows_.region(), true);
+  }
+  static RowJobResult run(RowService& service, RowJob j) {
     const std::uint64_t id = j.id;
     service.submit(std::move(j));
     service.drain();
@@ -76,10 +60,11 @@ class DiskRowServiceTest : public ::testing::Test {
   Rows rows_;
 };
 
-TEST_F(DiskRowServiceTest, RowsComeBackIntoOtherRowsAndAfterARestart) {
+TEST_F(DiskRowsTest, RowsComeBackIntoOtherRowsAndAfterARestart) {
   for (int i = 0; i < 5; ++i) rows_.fill(static_cast<std::size_t>(i), i + 1);
   {
-    DiskRowService service(config(8), rows_.region());
+    auto service_owner = open(config(8));
+    RowService& service = *service_owner;
     EXPECT_FALSE(service.lookup(key(1)));
     EXPECT_TRUE(run(service, job(1, RowJobKind::Store, {1, 2, 3, 4, 5}, {0, 1, 2, 3, 4})).success);
     for (int n = 1; n <= 5; ++n) EXPECT_TRUE(service.lookup(key(n)));
@@ -91,17 +76,19 @@ TEST_F(DiskRowServiceTest, RowsComeBackIntoOtherRowsAndAfterARestart) {
     EXPECT_EQ(events.size(), 5U);
   }
   std::memset(rows_.memory.get(), 0, kRows * kRowBytes);
-  DiskRowService again(config(8), rows_.region());
-  EXPECT_EQ(again.recovered().resident.size(), 5U);
+  auto again_owner = open(config(8));
+  RowService& again = *again_owner;
+  EXPECT_EQ(opened(again, "resident"), 5U);
   for (int n = 1; n <= 5; ++n) EXPECT_TRUE(again.lookup(key(n)));
   EXPECT_TRUE(run(again, job(3, RowJobKind::Load, {5, 4}, {0, 1})).success);
   EXPECT_TRUE(rows_.holds(0, 5));
   EXPECT_TRUE(rows_.holds(1, 4));
 }
 
-TEST_F(DiskRowServiceTest, AStoreOfKeysHeldWritesNothingAndSucceeds) {
+TEST_F(DiskRowsTest, AStoreOfKeysHeldWritesNothingAndSucceeds) {
   rows_.fill(0, 1);
-  DiskRowService service(config(8), rows_.region());
+  auto service_owner = open(config(8));
+  RowService& service = *service_owner;
   EXPECT_TRUE(run(service, job(1, RowJobKind::Store, {1}, {0})).success);
   EXPECT_TRUE(run(service, job(2, RowJobKind::Store, {1}, {0})).success);
   EXPECT_TRUE(run(service, job(3, RowJobKind::Store, {}, {})).success);  // an empty batch
@@ -110,11 +97,12 @@ TEST_F(DiskRowServiceTest, AStoreOfKeysHeldWritesNothingAndSucceeds) {
   EXPECT_EQ(counters.keys_already_held, 1U);
 }
 
-TEST_F(DiskRowServiceTest, ADamagedRecordIsNeverLoadedAndMissesFromThenOn) {
+TEST_F(DiskRowsTest, ADamagedRecordIsNeverLoadedAndMissesFromThenOn) {
   for (int i = 0; i < 3; ++i) rows_.fill(static_cast<std::size_t>(i), i + 1);
   std::uint64_t slot_bytes = 0;
   {
-    DiskRowService service(config(8), rows_.region());
+    auto service_owner = open(config(8));
+    RowService& service = *service_owner;
     EXPECT_TRUE(run(service, job(1, RowJobKind::Store, {1, 2, 3}, {0, 1, 2})).success);
     slot_bytes = 4096 + kRowBytes;
   }
@@ -129,7 +117,8 @@ TEST_F(DiskRowServiceTest, ADamagedRecordIsNeverLoadedAndMissesFromThenOn) {
   ASSERT_EQ(::pwrite(fd, &b, 1, at), 1);
   ::close(fd);
 
-  DiskRowService service(config(8), rows_.region());
+  auto service_owner = open(config(8));
+  RowService& service = *service_owner;
   const RowJobResult load = run(service, job(2, RowJobKind::Load, {1, 2, 3}, {10, 11, 12}));
   EXPECT_FALSE(load.success);
   EXPECT_EQ(load.loaded.size(), 2U);  // the two intact ones, whatever slot the damaged one was in
@@ -142,8 +131,9 @@ TEST_F(DiskRowServiceTest, ADamagedRecordIsNeverLoadedAndMissesFromThenOn) {
   EXPECT_TRUE(events[0].removed);
 }
 
-TEST_F(DiskRowServiceTest, CapacityHoldsTheNewestRows) {
-  DiskRowService service(config(4), rows_.region());
+TEST_F(DiskRowsTest, CapacityHoldsTheNewestRows) {
+  auto service_owner = open(config(4));
+  RowService& service = *service_owner;
   for (int n = 1; n <= 12; ++n) {
     rows_.fill(0, n);
     EXPECT_TRUE(run(service, job(static_cast<std::uint64_t>(n), RowJobKind::Store, {n}, {0})).success);
@@ -156,8 +146,9 @@ TEST_F(DiskRowServiceTest, CapacityHoldsTheNewestRows) {
   EXPECT_LE(std::filesystem::file_size(scratch_->path() / "g3.tier"), 4096 + 4 * (4096 + kRowBytes));
 }
 
-TEST_F(DiskRowServiceTest, AHitIsAUseThatEvictionSpares) {
-  DiskRowService service(config(2), rows_.region());
+TEST_F(DiskRowsTest, AHitIsAUseThatEvictionSpares) {
+  auto service_owner = open(config(2));
+  RowService& service = *service_owner;
   rows_.fill(0, 1);
   EXPECT_TRUE(run(service, job(1, RowJobKind::Store, {1, 2}, {0, 1})).success);
   EXPECT_TRUE(service.lookup(key(1)));  // key 1 is now the most recently used
@@ -166,8 +157,9 @@ TEST_F(DiskRowServiceTest, AHitIsAUseThatEvictionSpares) {
   EXPECT_FALSE(service.lookup(key(2)));
 }
 
-TEST_F(DiskRowServiceTest, MalformedJobsFailAsAWholeAndMissingKeysFailTheirPositions) {
-  DiskRowService service(config(4), rows_.region());
+TEST_F(DiskRowsTest, MalformedJobsFailAsAWholeAndMissingKeysFailTheirPositions) {
+  auto service_owner = open(config(4));
+  RowService& service = *service_owner;
   const RowJobResult outside = run(service, job(1, RowJobKind::Store, {1}, {static_cast<std::int64_t>(kRows)}));
   EXPECT_FALSE(outside.success);
   EXPECT_NE(outside.error.find("outside"), std::string::npos);
@@ -181,15 +173,17 @@ TEST_F(DiskRowServiceTest, MalformedJobsFailAsAWholeAndMissingKeysFailTheirPosit
   EXPECT_TRUE(rows_.holds(3, 7));
 }
 
-TEST_F(DiskRowServiceTest, AnotherNamespaceIsRefusedUnlessReformatted) {
-  { DiskRowService service(config(4, "model-a"), rows_.region()); }
-  EXPECT_THROW(DiskRowService(config(4, "model-b"), rows_.region()), ConfigError);
-  DiskRowService service(config(4, "model-b", true), rows_.region());
-  EXPECT_TRUE(service.recovered().reformatted);
+TEST_F(DiskRowsTest, AnotherNamespaceIsRefusedUnlessReformatted) {
+  (void)open(config(4, "model-a"));
+  EXPECT_THROW(open(config(4, "model-b")), ConfigError);
+  auto service_owner = open(config(4, "model-b", true));
+  RowService& service = *service_owner;
+  EXPECT_EQ(opened(service, "reformatted"), 1U);
 }
 
-TEST_F(DiskRowServiceTest, ShutdownEndsEveryJobAndRefusesMore) {
-  DiskRowService service(config(8), rows_.region());
+TEST_F(DiskRowsTest, ShutdownEndsEveryJobAndRefusesMore) {
+  auto service_owner = open(config(8));
+  RowService& service = *service_owner;
   for (int n = 1; n <= 6; ++n) rows_.fill(static_cast<std::size_t>(n), n);
   service.submit(job(1, RowJobKind::Store, {1, 2, 3, 4, 5, 6}, {1, 2, 3, 4, 5, 6}));
   service.shutdown();
@@ -200,11 +194,11 @@ TEST_F(DiskRowServiceTest, ShutdownEndsEveryJobAndRefusesMore) {
   service.shutdown();  // again: nothing
 }
 
-TEST_F(DiskRowServiceTest, RowsThatO_DirectCannotMoveAreRefused) {
+TEST_F(DiskRowsTest, RowsThatO_DirectCannotMoveAreRefused) {
   const RowRegion odd{.base = rows_.memory.get() + 512, .count = 2, .row_bytes = kRowBytes};
-  EXPECT_THROW(DiskRowService(config(4), odd), ConfigError);
+  EXPECT_THROW(open_disk_rows(config(4), odd), ConfigError);
   const RowRegion short_rows{.base = rows_.memory.get(), .count = 2, .row_bytes = 1000};
-  EXPECT_THROW(DiskRowService(config(4), short_rows), ConfigError);
+  EXPECT_THROW(open_disk_rows(config(4), short_rows), ConfigError);
 }
 
 }  // namespace
