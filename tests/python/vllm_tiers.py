@@ -10,6 +10,7 @@ from vllm.v1.kv_offload.tiering.factory import SecondaryTierFactory
 from kvtier.vllm.cpu_driver import TieredManager, offload_key, offloading_spec, primary_view  # noqa: F401
 
 KVTIER_DISK = {"type": "KvtierDiskTier", "module_path": "kvtier.vllm"}
+KVTIER_SHARED = {"type": "KvtierSharedTier", "module_path": "kvtier.vllm"}
 
 
 def key(n, group=0, hash_bytes=32):

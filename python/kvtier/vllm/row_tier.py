@@ -23,6 +23,9 @@ class RowTierAdapter(SecondaryTierManager):
 
     _ownership: str = "kvtier"
     _remote: bool = False
+    # A tier that evicts and says so (G3): a router keeps its stored blocks
+    # until their removal. G4's store evicts on its own, unseen.
+    _removal_expected: bool = True
 
     def _start(self, tier: Any, tier_type: str, events: bool) -> None:
         self._tier = tier
@@ -79,7 +82,8 @@ class RowTierAdapter(SecondaryTierManager):
                 events[-1].keys.append(key)
                 continue
             events.append(OffloadingEvent(keys=[key], medium=self.medium, removed=removed, locality=self.locality,
-                                          ownership=self._ownership, removal_expected=True))
+                                          ownership=self._ownership,
+                                          removal_expected=self._removal_expected))
         return events
 
     @override
