@@ -8,10 +8,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "kvtier/core/errors.hpp"
@@ -192,6 +194,35 @@ TEST_F(DiskRowsTest, ShutdownEndsEveryJobAndRefusesMore) {
   EXPECT_TRUE(done[0].success);
   EXPECT_THROW(service.submit(job(2, RowJobKind::Store, {1}, {1})), ContractError);
   service.shutdown();  // again: nothing
+}
+
+TEST_F(DiskRowsTest, LookupsFromAnotherThreadWhileJobsRunSeeOnlyWholeRows) {
+  auto service_owner = open(config(8));
+  RowService& service = *service_owner;
+  for (int n = 0; n < 8; ++n) rows_.fill(static_cast<std::size_t>(n), n + 1);
+  std::atomic<bool> done{false};
+  std::atomic<int> hits{0};
+  std::thread looker([&] {
+    while (!done.load()) {
+      for (int n = 1; n <= 24; ++n) hits += service.lookup(key(n)) ? 1 : 0;
+      (void)service.counters();
+      (void)service.take_events();
+    }
+  });
+  for (int j = 0; j < 24; ++j) {  // three times the capacity, one key a job, rows reused
+    service.submit(job(static_cast<std::uint64_t>(j), RowJobKind::Store, {j + 1}, {j % 8}));
+  }
+  service.drain();
+  std::vector<RowJobResult> stored = service.take_finished();
+  EXPECT_EQ(stored.size(), 24U);
+  for (const RowJobResult& r : stored) EXPECT_TRUE(r.success) << r.id;
+  const RowJobResult load =
+      run(service, job(100, RowJobKind::Load, {17, 18, 19, 20, 21, 22, 23, 24}, {8, 9, 10, 11, 12, 13, 14, 15}));
+  done = true;
+  looker.join();
+  EXPECT_TRUE(load.success);
+  for (int n = 17; n <= 24; ++n) EXPECT_TRUE(rows_.holds(static_cast<std::size_t>(n - 9), (n - 1) % 8 + 1)) << n;
+  EXPECT_EQ(service.counters().used, 8U);
 }
 
 TEST_F(DiskRowsTest, RowsThatO_DirectCannotMoveAreRefused) {

@@ -1,7 +1,9 @@
 """Tiers side by side through vLLM 0.33.0's own manager (docs/vllm.md, "Measured"):
-vLLM's `fs` tier and kvtier's G3 on the same rows, at row sizes of real models.
+vLLM's `fs` tier, kvtier's G3 and (with --redis-url) kvtier's G4 on the same
+rows, at row sizes of real models.
 
     python -m kvtier.vllm.bench [--row-kib 192,2048,8192] [--total-mib 512] [--runs 3] [--json] [--csv F]
+                                [--redis-url redis://127.0.0.1:6379]
 
 Each run builds TieringOffloadingManager over the real CPU primary tier with one
 secondary tier (kvtier.vllm.cpu_driver), stores every row (the GPU->CPU store,
@@ -33,7 +35,13 @@ from typing import Any
 import numpy as np
 
 
-def _tier_config(kind: str, directory: str, rows: int, fs_threads: int | None, queue_depth: int) -> dict[str, Any]:
+def _tier_config(kind: str, directory: str, rows: int, fs_threads: int | None, queue_depth: int,
+                 redis_url: str | None) -> dict[str, Any]:
+    if kind == "kvtier-g4":
+        # A namespace of its own per run: nothing an earlier run stored is found.
+        return {"type": "KvtierSharedTier", "module_path": "kvtier.vllm", "redis_url": redis_url,
+                "namespace": "bench-" + os.path.basename(directory).replace("{", "").replace("}", ""),
+                "deadline_ms": 5000}
     if kind == "fs":
         config: dict[str, Any] = {"type": "fs", "root_dir": directory}
         if fs_threads:
@@ -62,7 +70,7 @@ def _drop_page_cache(directory: str) -> str:
 
 
 def run_once(kind: str, row_bytes: int, rows: int, requests: int, step_s: float, fs_threads: int | None,
-             queue_depth: int, scratch: str) -> dict[str, Any]:
+             queue_depth: int, redis_url: str | None, scratch: str) -> dict[str, Any]:
     from vllm.v1.kv_offload.base import ReqContext
 
     from kvtier.vllm.cpu_driver import TieredManager, offload_key
@@ -72,7 +80,7 @@ def run_once(kind: str, row_bytes: int, rows: int, requests: int, step_s: float,
         keys = [offload_key(n) for n in range(rows)]
         rng = np.random.default_rng(row_bytes + rows)
         payloads = {k: rng.integers(-128, 128, row_bytes, dtype=np.int8) for k in keys}
-        config = _tier_config(kind, directory, rows, fs_threads, queue_depth)
+        config = _tier_config(kind, directory, rows, fs_threads, queue_depth, redis_url)
         m = TieredManager([config], num_chunks=rows, row_bytes=row_bytes)
         ctx = m.request()
         start = time.monotonic()
@@ -80,13 +88,13 @@ def run_once(kind: str, row_bytes: int, rows: int, requests: int, step_s: float,
         m.settle(timeout=600, step_s=step_s)
         store_s = time.monotonic() - start
         m.shutdown()
-        dropped = _drop_page_cache(directory)
+        dropped = _drop_page_cache(directory) if kind != "kvtier-g4" else "n/a (Redis)"
 
         again = TieredManager([config], num_chunks=rows, row_bytes=row_bytes)
         tier = again.tiers[0]
         probe = ReqContext(req_id="probe")
         lookup_us = None
-        if kind != "fs":  # fs answers RETRY first (async): its cost is the time to resolve, below
+        if kind == "kvtier-g3":  # fs and G4 answer RETRY first (async): their cost is the time to resolve, below
             t = time.perf_counter()
             for k in keys:
                 tier.lookup(k, probe)
@@ -118,7 +126,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--requests", type=int, default=8, help="requests the rows are promoted for")
     parser.add_argument("--step-ms", type=float, default=2.0, help="the scheduler step's sleep")
-    parser.add_argument("--tiers", default="fs,kvtier-g3")
+    parser.add_argument("--tiers", default=None, help="of fs, kvtier-g3, kvtier-g4 (default: fs and kvtier-g3, "
+                        "and kvtier-g4 with --redis-url)")
+    parser.add_argument("--redis-url", default=None, help="a Redis for kvtier-g4 (its values are left to expire "
+                        "under maxmemory; each run uses a namespace of its own)")
     parser.add_argument("--fs-threads", type=int, default=None, help="fs tier read and write threads (its default: 16)")
     parser.add_argument("--queue-depth", type=int, default=32, help="kvtier G3's I/O in flight (its default: 32)")
     parser.add_argument("--dir", default=None, help="where the tiers' files go (default: $TMPDIR)")
@@ -128,10 +139,12 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(s) * 1024 for s in args.row_kib.split(",")]
     if any(s <= 0 or s % 4096 for s in sizes):
         parser.error("--row-kib: row sizes are positive multiples of 4 KiB")
-    tiers = args.tiers.split(",")
+    tiers = (args.tiers or ("fs,kvtier-g3,kvtier-g4" if args.redis_url else "fs,kvtier-g3")).split(",")
     for t in tiers:
-        if t not in ("fs", "kvtier-g3"):
-            parser.error(f"--tiers: unknown tier {t!r} (fs, kvtier-g3)")
+        if t not in ("fs", "kvtier-g3", "kvtier-g4"):
+            parser.error(f"--tiers: unknown tier {t!r} (fs, kvtier-g3, kvtier-g4)")
+    if "kvtier-g4" in tiers and not args.redis_url:
+        parser.error("--tiers kvtier-g4 needs --redis-url")
     scratch = args.dir or tempfile.gettempdir()
     results = []
     for row_bytes in sizes:
@@ -139,8 +152,8 @@ def main(argv: list[str] | None = None) -> int:
         runs: dict[str, list[dict[str, Any]]] = {t: [] for t in tiers}
         for _ in range(args.runs):
             for t in tiers:  # alternated, so drift hits both
-                runs[t].append(run_once("fs" if t == "fs" else "kvtier", row_bytes, rows, args.requests,
-                                        args.step_ms / 1e3, args.fs_threads, args.queue_depth, scratch))
+                runs[t].append(run_once(t, row_bytes, rows, args.requests, args.step_ms / 1e3, args.fs_threads,
+                                        args.queue_depth, args.redis_url, scratch))
         for t in tiers:
             median = {k: statistics.median(r[k] for r in runs[t]) for k in ("store_GiBps", "load_GiBps",
                                                                           "lookup_resolved_ms", "steps")}
@@ -149,9 +162,10 @@ def main(argv: list[str] | None = None) -> int:
             results.append({"tier": t, "row_bytes": row_bytes, "rows": rows, "runs": args.runs,
                             "page_cache": runs[t][0]["page_cache"], **median})
         base = {r["tier"]: r for r in results if r["row_bytes"] == row_bytes}
-        if "fs" in base and "kvtier-g3" in base:
-            base["kvtier-g3"]["store_vs_fs"] = base["kvtier-g3"]["store_GiBps"] / base["fs"]["store_GiBps"]
-            base["kvtier-g3"]["load_vs_fs"] = base["kvtier-g3"]["load_GiBps"] / base["fs"]["load_GiBps"]
+        for t in ("kvtier-g3", "kvtier-g4"):
+            if "fs" in base and t in base:
+                base[t]["store_vs_fs"] = base[t]["store_GiBps"] / base["fs"]["store_GiBps"]
+                base[t]["load_vs_fs"] = base[t]["load_GiBps"] / base["fs"]["load_GiBps"]
     if args.csv:
         with open(args.csv, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=["tier", "row_bytes", "rows", "store_GiBps", "load_GiBps",
@@ -169,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
         lookup = f"{r['lookup_us']:.2f}" if r["lookup_us"] is not None else "async"
         print(f"{r['tier']:10} {r['row_bytes'] // 1024:>6}Ki {r['rows']:>5} {r['store_GiBps']:>12.2f} "
               f"{r['load_GiBps']:>11.2f} {lookup:>10} {r['lookup_resolved_ms']:>12.1f}{ratio}")
-    print(f"(median of {args.runs} runs; page cache before loads: {results[0]['page_cache']})")
+    print(f"(median of {args.runs} runs; page cache before loads: {results[0]['page_cache']}; "
+          f"{args.requests} requests promoted, {args.step_ms} ms steps)")
     return 0
 
 

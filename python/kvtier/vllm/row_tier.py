@@ -11,10 +11,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from typing_extensions import override
+from vllm.logger import init_logger
 from vllm.v1.kv_offload.base import OffloadingEvent, OffloadKey, ReqContext, RequestOffloadingContext
 from vllm.v1.kv_offload.tiering.base import JobId, JobResult, SecondaryTierManager, TransferJob
 
 from kvtier.vllm import tier_metrics
+
+logger = init_logger(__name__)
 
 
 class RowTierAdapter(SecondaryTierManager):
@@ -89,6 +92,11 @@ class RowTierAdapter(SecondaryTierManager):
     @override
     def shutdown(self) -> None:
         self._tier.shutdown()
+        # One line of what the tier did, for operators (and scripts/vllm-e2e.sh).
+        c = self._tier.counters()
+        logger.info("kvtier: %s shut down: lookups=%d hits=%d stored=%d loaded=%d load_failed=%d refused=%d "
+                    "evictions=%d", self.tier_type, c["lookups"], c["lookup_hits"], c["keys_stored"],
+                    c["keys_loaded"], c["keys_load_failed"], c["checksum_failures"], c["evictions"])
 
     @override
     def get_stats(self) -> Any:
