@@ -116,11 +116,17 @@ def test_several_jobs_are_each_reported_once_and_drain_waits_for_all(tmp_path, v
     tier.shutdown()
 
 
-def test_shutdown_while_busy_reports_every_job_and_frees_the_primary(tmp_path):
+def manager_storing(tmp_path, count=24):
+    """A TieringOffloadingManager over kvtier's G3 right after storing `count` rows (their cascade in flight)."""
     m = vt.TieredManager([disk(tmp_path)], num_chunks=32, row_bytes=ROW)
     ctx = m.request()
-    keys = [vt.key(n) for n in range(24)]
+    keys = [vt.key(n) for n in range(count)]
     m.store(ctx, keys, {k: vt.row_bytes_of(n, ROW) for n, k in enumerate(keys)})
+    return m, ctx, keys
+
+
+def test_shutdown_while_busy_reports_every_job_and_frees_the_primary(tmp_path):
+    m, _, _ = manager_storing(tmp_path)
     m.shutdown()  # vLLM's: the tiers first, then the primary (its memoryview release must not fail)
 
 
@@ -316,10 +322,7 @@ def test_tiering_manager_cascades_stores_to_kvtier_and_promotes_after_a_restart(
 
 
 def test_reset_cache_with_jobs_in_flight_drains_them(tmp_path):
-    m = vt.TieredManager([disk(tmp_path)], num_chunks=32, row_bytes=ROW)
-    ctx = m.request()
-    keys = [vt.key(n) for n in range(24)]
-    m.store(ctx, keys, {k: vt.row_bytes_of(n, ROW) for n, k in enumerate(keys)})
+    m, ctx, keys = manager_storing(tmp_path)
     with m.manager.lock:
         m.manager.reset_cache()  # drains the tier, then asserts no job is left
     m.settle()

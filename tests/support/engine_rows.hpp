@@ -7,13 +7,17 @@
 #include <span>
 #include <vector>
 
-#include "kvtier/tiers/rows/row_jobs.hpp"
+#include <gtest/gtest.h>
+
+#include "kvtier/tiers/rows/row_service.hpp"
 
 namespace kvtier::testing {
 
 using tiers::rows::RowJob;
 using tiers::rows::RowJobKind;
+using tiers::rows::RowJobResult;
 using tiers::rows::RowRegion;
+using tiers::rows::RowService;
 
 constexpr std::size_t kRowBytes = 2 * 4096;
 constexpr std::size_t kRows = 16;
@@ -46,6 +50,18 @@ inline RowJob job(std::uint64_t id, RowJobKind kind, std::vector<int> keys, std:
   for (int n : keys) j.keys.push_back(key(n));
   j.rows = std::move(rows);
   return j;
+}
+
+/// Submits `j`, waits for it and returns its result (reported once).
+inline RowJobResult run(RowService& service, RowJob j) {
+  const std::uint64_t id = j.id;
+  service.submit(std::move(j));
+  service.drain();
+  std::vector<RowJobResult> done = service.take_finished();
+  EXPECT_EQ(done.size(), 1U);
+  if (done.empty()) return RowJobResult{};
+  EXPECT_EQ(done[0].id, id);
+  return done[0];
 }
 
 }  // namespace kvtier::testing

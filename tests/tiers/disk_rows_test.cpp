@@ -29,6 +29,7 @@ using kvtier::testing::key;
 using kvtier::testing::kRowBytes;
 using kvtier::testing::kRows;
 using kvtier::testing::Rows;
+using kvtier::testing::run;
 
 std::uint64_t opened(const RowService& service, const std::string& what) {
   for (const auto& [name, value] : service.opened()) {
@@ -48,15 +49,6 @@ class DiskRowsTest : public ::testing::Test {
   }
   std::unique_ptr<RowService> open(const DiskRowsConfig& c) const {
     return std::make_unique<RowService>(open_disk_rows(c, rows_.region()), rows_.region(), true);
-  }
-  static RowJobResult run(RowService& service, RowJob j) {
-    const std::uint64_t id = j.id;
-    service.submit(std::move(j));
-    service.drain();
-    std::vector<RowJobResult> done = service.take_finished();
-    EXPECT_EQ(done.size(), 1U);
-    EXPECT_EQ(done.at(0).id, id);
-    return done.at(0);
   }
   std::unique_ptr<kvtier::testing::ScratchDirectory> scratch_;
   Rows rows_;

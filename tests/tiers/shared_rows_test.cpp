@@ -25,6 +25,7 @@ using kvtier::testing::key;
 using kvtier::testing::kRowBytes;
 using kvtier::testing::RedisServers;
 using kvtier::testing::Rows;
+using kvtier::testing::run;
 
 SharedRowsConfig config(const RedisServers& redis, std::string space = "model-a") {
   SharedRowsConfig c{.store = {.endpoints = {}, .key_namespace = "vllm"}, .namespace_text = std::move(space)};
@@ -36,14 +37,6 @@ SharedRowsConfig config(const RedisServers& redis, std::string space = "model-a"
 
 std::unique_ptr<RowService> open(const SharedRowsConfig& c, const Rows& rows) {
   return std::make_unique<RowService>(open_shared_rows(c, rows.region()), rows.region(), false);
-}
-
-RowJobResult run(RowService& service, RowJob j) {
-  service.submit(std::move(j));
-  service.drain();
-  std::vector<RowJobResult> done = service.take_finished();
-  EXPECT_EQ(done.size(), 1U);
-  return done.empty() ? RowJobResult{} : done[0];
 }
 
 std::vector<std::vector<std::byte>> keys(std::vector<int> ns) {

@@ -29,52 +29,58 @@ IoQueue::~IoQueue() {
   io_uring_queue_exit(&ring_->ring);
 }
 
+namespace {
+
+/// Prepares one operation in a free submission entry with `prepare` and tags it.
+template <class Prepare>
+void queue_one(io_uring& ring, std::uint64_t tag, Prepare prepare) {
+  io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+  KVTIER_ASSERT(sqe != nullptr, "the submission ring is full below the queue depth");
+  prepare(sqe);
+  io_uring_sqe_set_data64(sqe, tag);
+}
+
+}  // namespace
+
 bool IoQueue::read(int fd, std::span<std::byte> into, std::uint64_t offset, std::uint64_t tag) {
   if (full()) return false;
-  io_uring_sqe* sqe = io_uring_get_sqe(&ring_->ring);
-  KVTIER_ASSERT(sqe != nullptr, "the submission ring is full below the queue depth");
-  io_uring_prep_read(sqe, fd, into.data(), static_cast<unsigned>(into.size()), offset);
-  io_uring_sqe_set_data64(sqe, tag);
+  queue_one(ring_->ring, tag, [&](io_uring_sqe* sqe) {
+    io_uring_prep_read(sqe, fd, into.data(), static_cast<unsigned>(into.size()), offset);
+  });
   ++queued_;
   return true;
 }
 
 bool IoQueue::write(int fd, std::span<const std::byte> from, std::uint64_t offset, std::uint64_t tag) {
   if (full()) return false;
-  io_uring_sqe* sqe = io_uring_get_sqe(&ring_->ring);
-  KVTIER_ASSERT(sqe != nullptr, "the submission ring is full below the queue depth");
-  io_uring_prep_write(sqe, fd, from.data(), static_cast<unsigned>(from.size()), offset);
-  io_uring_sqe_set_data64(sqe, tag);
+  queue_one(ring_->ring, tag, [&](io_uring_sqe* sqe) {
+    io_uring_prep_write(sqe, fd, from.data(), static_cast<unsigned>(from.size()), offset);
+  });
   ++queued_;
   return true;
 }
 
 bool IoQueue::readv(int fd, std::span<const iovec> parts, std::uint64_t offset, std::uint64_t tag) {
   if (full()) return false;
-  io_uring_sqe* sqe = io_uring_get_sqe(&ring_->ring);
-  KVTIER_ASSERT(sqe != nullptr, "the submission ring is full below the queue depth");
-  io_uring_prep_readv(sqe, fd, parts.data(), static_cast<unsigned>(parts.size()), offset);
-  io_uring_sqe_set_data64(sqe, tag);
+  queue_one(ring_->ring, tag, [&](io_uring_sqe* sqe) {
+    io_uring_prep_readv(sqe, fd, parts.data(), static_cast<unsigned>(parts.size()), offset);
+  });
   ++queued_;
   return true;
 }
 
 bool IoQueue::writev(int fd, std::span<const iovec> parts, std::uint64_t offset, std::uint64_t tag) {
   if (full()) return false;
-  io_uring_sqe* sqe = io_uring_get_sqe(&ring_->ring);
-  KVTIER_ASSERT(sqe != nullptr, "the submission ring is full below the queue depth");
-  io_uring_prep_writev(sqe, fd, parts.data(), static_cast<unsigned>(parts.size()), offset);
-  io_uring_sqe_set_data64(sqe, tag);
+  queue_one(ring_->ring, tag, [&](io_uring_sqe* sqe) {
+    io_uring_prep_writev(sqe, fd, parts.data(), static_cast<unsigned>(parts.size()), offset);
+  });
   ++queued_;
   return true;
 }
 
 bool IoQueue::sync(int fd, std::uint64_t tag) {
   if (full()) return false;
-  io_uring_sqe* sqe = io_uring_get_sqe(&ring_->ring);
-  KVTIER_ASSERT(sqe != nullptr, "the submission ring is full below the queue depth");
-  io_uring_prep_fsync(sqe, fd, IORING_FSYNC_DATASYNC);
-  io_uring_sqe_set_data64(sqe, tag);
+  queue_one(ring_->ring, tag, [&](io_uring_sqe* sqe) { io_uring_prep_fsync(sqe, fd, IORING_FSYNC_DATASYNC); });
   ++queued_;
   return true;
 }

@@ -22,10 +22,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from typing_extensions import override
-from vllm.v1.kv_offload.base import ConfigInfo, ConfigInfoMapping, Locality, LookupResult, Medium, OffloadKey, ReqContext
+from vllm.v1.kv_offload.base import ConfigInfo, Locality, LookupResult, Medium, OffloadKey, ReqContext
 
 from kvtier import _kvtier
-from kvtier.vllm import tier_metrics
 from kvtier.vllm.row_tier import RowTierAdapter
 from kvtier.vllm.tier_namespace import row_namespace
 from kvtier.vllm.tier_options import TierOptionError, flag, positive_int, refuse_unknown, text
@@ -56,6 +55,7 @@ class KvtierDiskTier(RowTierAdapter):
 
     medium: ClassVar[Medium] = Medium.STORAGE
     _ownership = OWNERSHIP
+    _info_cls = KvtierDiskTierInfo
 
     def __init__(
         self,
@@ -129,17 +129,3 @@ class KvtierDiskTier(RowTierAdapter):
     @override
     def lookup(self, key: OffloadKey, req_context: ReqContext) -> LookupResult:
         return LookupResult.HIT if self._tier.lookup(key) else LookupResult.MISS
-
-    @classmethod
-    @override
-    def build_metric_definitions(cls, extra_config: dict[str, Any]) -> dict[str, Any]:
-        return tier_metrics.metric_definitions(remote=False)
-
-    @classmethod
-    @override
-    def config_info_keys(cls, tier_config: dict[str, Any]) -> tuple[str, ...]:
-        return KvtierDiskTierInfo.config_info_keys()
-
-    @override
-    def config_info(self) -> ConfigInfoMapping:
-        return self._info.as_config_info()

@@ -12,7 +12,14 @@ from typing import Any
 
 from typing_extensions import override
 from vllm.logger import init_logger
-from vllm.v1.kv_offload.base import OffloadingEvent, OffloadKey, ReqContext, RequestOffloadingContext
+from vllm.v1.kv_offload.base import (
+    ConfigInfo,
+    ConfigInfoMapping,
+    OffloadingEvent,
+    OffloadKey,
+    ReqContext,
+    RequestOffloadingContext,
+)
 from vllm.v1.kv_offload.tiering.base import JobId, JobResult, SecondaryTierManager, TransferJob
 
 from kvtier.vllm import tier_metrics
@@ -29,6 +36,9 @@ class RowTierAdapter(SecondaryTierManager):
     # A tier that evicts and says so (G3): a router keeps its stored blocks
     # until their removal. G4's store evicts on its own, unseen.
     _removal_expected: bool = True
+    # Its config facts (one label each on vllm:kv_offload_config_info), set as self._info.
+    _info_cls: type[ConfigInfo]
+    _info: ConfigInfo
 
     def _start(self, tier: Any, tier_type: str, events: bool) -> None:
         self._tier = tier
@@ -101,3 +111,17 @@ class RowTierAdapter(SecondaryTierManager):
     @override
     def get_stats(self) -> Any:
         return self._deltas.stats(self._tier.counters())
+
+    @classmethod
+    @override
+    def build_metric_definitions(cls, extra_config: dict[str, Any]) -> dict[str, Any]:
+        return tier_metrics.metric_definitions(remote=cls._remote)
+
+    @classmethod
+    @override
+    def config_info_keys(cls, tier_config: dict[str, Any]) -> tuple[str, ...]:
+        return cls._info_cls.config_info_keys()
+
+    @override
+    def config_info(self) -> ConfigInfoMapping:
+        return self._info.as_config_info()

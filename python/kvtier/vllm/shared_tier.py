@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from typing_extensions import override
 from vllm.v1.kv_offload.base import (
     ConfigInfo,
-    ConfigInfoMapping,
     Locality,
     LookupResult,
     Medium,
@@ -41,7 +40,6 @@ from vllm.v1.kv_offload.tiering.async_lookup import AsyncLookupManager
 from vllm.v1.metrics.cache_hit_source import CacheHitSource
 
 from kvtier import _kvtier
-from kvtier.vllm import tier_metrics
 from kvtier.vllm.row_tier import RowTierAdapter
 from kvtier.vllm.tier_namespace import row_namespace
 from kvtier.vllm.tier_options import TierOptionError, flag, positive_int, refuse_unknown, text
@@ -82,6 +80,7 @@ class KvtierSharedTier(RowTierAdapter):
     medium: ClassVar[Medium] = Medium.CPU  # remote DRAM
     cache_hit_source: ClassVar[CacheHitSource] = CacheHitSource.EXTERNAL_UNSPECIFIED
     _ownership = OWNERSHIP
+    _info_cls = KvtierSharedTierInfo
     _remote = True
     _removal_expected = False
 
@@ -169,17 +168,3 @@ class KvtierSharedTier(RowTierAdapter):
     def shutdown(self) -> None:
         self._lookups.shutdown()
         super().shutdown()
-
-    @classmethod
-    @override
-    def build_metric_definitions(cls, extra_config: dict[str, Any]) -> dict[str, Any]:
-        return tier_metrics.metric_definitions(remote=True)
-
-    @classmethod
-    @override
-    def config_info_keys(cls, tier_config: dict[str, Any]) -> tuple[str, ...]:
-        return KvtierSharedTierInfo.config_info_keys()
-
-    @override
-    def config_info(self) -> ConfigInfoMapping:
-        return self._info.as_config_info()
