@@ -8,9 +8,12 @@
 #   scripts/plot.sh policy POLICY.csv OUT.png   # from `kvtier bench policy --csv POLICY.csv`: each
 #                                               # policy's hit rate against capacity, beside the
 #                                               # same-run bound, ceiling and FIFO floor
+#   scripts/plot.sh vllm-tiers TIERS.csv OUT.png  # from `python -m kvtier.vllm.bench --csv TIERS.csv`:
+#                                               # store and load-after-restart GiB/s against row size,
+#                                               # per tier (vLLM's fs, kvtier's G3 and G4), same run
 set -euo pipefail
 
-usage() { echo "usage: $0 swap|capacity|policy INPUT.csv OUTPUT.png" >&2; exit 2; }
+usage() { echo "usage: $0 swap|capacity|policy|vllm-tiers INPUT.csv OUTPUT.png" >&2; exit 2; }
 [[ $# -eq 3 ]] || usage
 kind=$1 input=$2 output=$3
 [[ -r $input ]] || { echo "plot: cannot read $input" >&2; exit 2; }
@@ -102,6 +105,34 @@ set ylabel "prompt blocks hit"
 set format y "%.0f%%"
 set yrange [0:100]
 pick(name) = strcol("policy") eq name ? 100 * column("hit_rate") : NaN
+plot $plot_line
+GNUPLOT
+    ;;
+  vllm-tiers)
+    tiers=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) col[$i] = i; next }
+                     { t = $(col["tier"]); if (!(t in seen)) { seen[t] = 1; print t } }' "$input")
+    [[ -n $tiers ]] || { echo "plot: $input holds no rows" >&2; exit 2; }
+    # Each tier's rows together, by row size, so that its points join into one line.
+    sorted=$(mktemp)
+    trap 'rm -f "$sorted"' EXIT
+    { head -n 1 "$input"; tail -n +2 "$input" | sort -t, -k1,1 -k2,2n; } >"$sorted"
+    input=$sorted
+    plots=()
+    while read -r tier; do
+      plots+=("\"$input\" using (column(\"row_bytes\")):(pick(\"$tier\", \"load_GiBps\")) with linespoints lw 2 title \"$tier load (after a restart)\"")
+      plots+=("\"$input\" using (column(\"row_bytes\")):(pick(\"$tier\", \"store_GiBps\")) with linespoints lw 2 dt 2 title \"$tier store\"")
+    done <<<"$tiers"
+    plot_line=$(IFS=,; echo "${plots[*]}")
+    gnuplot <<GNUPLOT
+$common
+set output "$output"
+set title "vLLM 0.33.0 secondary tiers through vLLM's manager: store, and load after a restart"
+set logscale x 2
+set format x "%.0b %BB"
+set xlabel "row (chunk) size"
+set ylabel "GiB/s"
+set yrange [0:*]
+pick(tier, col) = strcol("tier") eq tier ? column(col) : NaN
 plot $plot_line
 GNUPLOT
     ;;
