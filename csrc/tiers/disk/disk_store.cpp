@@ -451,7 +451,12 @@ void DiskStore::finish(const IoQueue::Completion& real, LowerTierProgress& progr
 LowerTierProgress DiskStore::wait_some() {
   LowerTierProgress progress;
   pump();
-  for (const IoQueue::Completion& c : queue_.wait()) finish(c, progress);
+  const std::vector<IoQueue::Completion> ended = queue_.wait();
+  // The room they left goes to waiting operations first: the device works
+  // while the reads that ended are checked (a row's XXH3 takes a while).
+  pump();
+  queue_.submit();
+  for (const IoQueue::Completion& c : ended) finish(c, progress);
   pump();
   return progress;
 }

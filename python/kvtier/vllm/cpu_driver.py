@@ -50,9 +50,13 @@ def offloading_spec(model: str = "kvtier-test/tiny", dtype: str = "bfloat16", ev
 
 
 def primary_view(num_chunks: int, row_bytes: int) -> memoryview:
-    """A page-aligned int8 (num_chunks, row_bytes) memoryview, as the CPU primary tier's."""
+    """A page-aligned int8 (num_chunks, row_bytes) memoryview, as the CPU primary tier's.
+    Its pages are touched once, as vLLM's workers touch the shared region: a
+    tier's first read into a row then costs no page fault (a bench measures I/O)."""
     region = mmap.mmap(-1, num_chunks * row_bytes)
-    return memoryview(np.frombuffer(region, dtype=np.int8).reshape(num_chunks, row_bytes))
+    rows = np.frombuffer(region, dtype=np.int8).reshape(num_chunks, row_bytes)
+    rows.fill(0)
+    return memoryview(rows)
 
 
 def offload_key(n: int, group: int = 0, hash_bytes: int = 32) -> OffloadKey:
