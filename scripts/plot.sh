@@ -25,6 +25,20 @@ set datafile columnheaders
 set grid
 set key outside right top'
 
+# The distinct values of column NAME in the input, in order of first appearance.
+distinct() {
+  awk -F, -v name="$1" 'NR == 1 { for (i = 1; i <= NF; ++i) col[$i] = i; next }
+                        { v = $(col[name]); if (!(v in seen)) { seen[v] = 1; print v } }' "$input"
+}
+# The input with each series' rows together (first column), by its x (second,
+# numeric), so that a series' points join into one line: `input` becomes that copy.
+group_series() {
+  sorted=$(mktemp)
+  trap 'rm -f "$sorted"' EXIT
+  { head -n 1 "$input"; tail -n +2 "$input" | sort -t, -k1,1 -k2,2n; } >"$sorted"
+  input=$sorted
+}
+
 case $kind in
   swap)
     runtime=$(awk -F, 'NR == 2 { print $1 }' "$input")
@@ -76,14 +90,9 @@ plot \
 GNUPLOT
     ;;
   policy)
-    names=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) col[$i] = i; next }
-                     { name = $(col["policy"]); if (!(name in seen)) { seen[name] = 1; print name } }' "$input")
+    names=$(distinct policy)
     [[ -n $names ]] || { echo "plot: $input holds no rows" >&2; exit 2; }
-    # Each policy's rows together, by capacity, so that its points join into one line.
-    sorted=$(mktemp)
-    trap 'rm -f "$sorted"' EXIT
-    { head -n 1 "$input"; tail -n +2 "$input" | sort -t, -k1,1 -k2,2n; } >"$sorted"
-    input=$sorted
+    group_series
     plots=()
     while read -r name; do
       case $name in
@@ -109,14 +118,9 @@ plot $plot_line
 GNUPLOT
     ;;
   vllm-tiers)
-    tiers=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) col[$i] = i; next }
-                     { t = $(col["tier"]); if (!(t in seen)) { seen[t] = 1; print t } }' "$input")
+    tiers=$(distinct tier)
     [[ -n $tiers ]] || { echo "plot: $input holds no rows" >&2; exit 2; }
-    # Each tier's rows together, by row size, so that its points join into one line.
-    sorted=$(mktemp)
-    trap 'rm -f "$sorted"' EXIT
-    { head -n 1 "$input"; tail -n +2 "$input" | sort -t, -k1,1 -k2,2n; } >"$sorted"
-    input=$sorted
+    group_series
     plots=()
     while read -r tier; do
       plots+=("\"$input\" using (column(\"row_bytes\")):(pick(\"$tier\", \"load_GiBps\")) with linespoints lw 2 title \"$tier load (after a restart)\"")
