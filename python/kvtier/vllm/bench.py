@@ -40,7 +40,7 @@ def _tier_config(kind: str, directory: str, rows: int, fs_threads: int | None, q
     if kind == "kvtier-g4":
         # A namespace of its own per run: nothing an earlier run stored is found.
         return {"type": "KvtierSharedTier", "module_path": "kvtier.vllm", "redis_url": redis_url,
-                "namespace": "bench-" + os.path.basename(directory).replace("{", "").replace("}", ""),
+                "namespace": "bench-" + os.path.basename(directory),
                 "deadline_ms": 5000}
     if kind == "fs":
         config: dict[str, Any] = {"type": "fs", "root_dir": directory}
