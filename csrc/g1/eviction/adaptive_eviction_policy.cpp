@@ -4,8 +4,9 @@
 
 namespace kvtier::g1 {
 
-AdaptiveEvictionPolicy::AdaptiveEvictionPolicy(std::uint32_t capacity)
-    : LeafPriorityPolicy(capacity), shadow_capacity_(std::max<std::size_t>(capacity / kSampleOneIn, 1)) {}
+AdaptiveEvictionPolicy::AdaptiveEvictionPolicy(std::uint32_t capacity, std::uint32_t history_capacities)
+    : LeafPriorityPolicy(capacity, history_capacities),
+      shadow_capacity_(std::max<std::size_t>(capacity / kSampleOneIn, 1)) {}
 
 LeafPriorityPolicy::Priority AdaptiveEvictionPolicy::accessed(History& h, Access, const Priority&,
                                                               std::uint64_t block) {

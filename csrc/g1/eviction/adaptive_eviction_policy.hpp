@@ -19,7 +19,7 @@ namespace kvtier::g1 {
 /// `capacity` sampled accesses) ranks the pool, re-ranked when it changes.
 class AdaptiveEvictionPolicy final : public LeafPriorityPolicy {
  public:
-  explicit AdaptiveEvictionPolicy(std::uint32_t capacity);
+  explicit AdaptiveEvictionPolicy(std::uint32_t capacity, std::uint32_t history_capacities = 2);
   static constexpr std::array<std::uint64_t, 2> kCaps{1, 2};
   /// The cap ranking accesses now (tests).
   std::uint64_t cap() const noexcept { return kCaps[leader_]; }

@@ -9,11 +9,11 @@ namespace kvtier::g1 {
 
 static constexpr std::uint32_t kSketchSpan = 16;
 
-LeafPriorityPolicy::LeafPriorityPolicy(std::uint32_t capacity)
+LeafPriorityPolicy::LeafPriorityPolicy(std::uint32_t capacity, std::uint32_t history_capacities)
     : pages_(capacity),
       parent_of_page_(capacity),
       sketch_(capacity * kSketchSpan),
-      ghost_limit_(std::max<std::size_t>(std::size_t{capacity} * 2, 1)) {}
+      ghost_limit_(std::max<std::size_t>(std::size_t{capacity} * history_capacities, 1)) {}
 
 std::optional<LeafPriorityPolicy::NodeKey> LeafPriorityPolicy::parent_key_of(const NodeKey& key,
                                                                              const PositionalLineageHash& plh) {
@@ -83,8 +83,29 @@ void LeafPriorityPolicy::insert(PageId page_id, const PositionalLineageHash& plh
   KVTIER_EXPECTS(page < pages_.size(), "page " + std::to_string(page) + " is outside the pool");
   KVTIER_EXPECTS(!contains(page_id), "page " + std::to_string(page) + " is already inactive");
   if (auto refusal = insert_refusal(std::span(&plh, 1))) throw ContractError(std::move(*refusal));
+  record_use(page, key_of(plh), parent_key_of(key_of(plh), plh), plh);
+  enter_pool(page);
+}
+
+bool LeafPriorityPolicy::unqueue(std::uint32_t page) {
   PageState& p = pages_[page];
-  const NodeKey key = key_of(plh);
+  const bool was_leaf = p.is_leaf;
+  unmake_leaf(page);
+  left(p.priority);
+  return was_leaf;
+}
+
+void LeafPriorityPolicy::requeue(std::uint32_t page, bool was_leaf) {
+  entered(pages_[page].priority);
+  if (was_leaf) make_leaf(page);
+}
+
+void LeafPriorityPolicy::record_use(std::uint32_t page, const NodeKey& key, const std::optional<NodeKey>& parent,
+                                    const PositionalLineageHash& sketch_key) {
+  KVTIER_EXPECTS(page < pages_.size(), "page " + std::to_string(page) + " is outside the pool");
+  PageState& p = pages_[page];
+  const bool pooled = p.inactive;
+  KVTIER_EXPECTS(!pooled || p.key == key, "page " + std::to_string(page) + " is in the pool with another block");
   Access how = Access::Again;
   if (!p.holds_block || !(p.key == key)) {
     p.key = key;
@@ -92,22 +113,74 @@ void LeafPriorityPolicy::insert(PageId page_id, const PositionalLineageHash& plh
     p.holds_block = true;
     how = p.history.count == 0 ? Access::New : Access::Recalled;
   }
+  if (!pooled) parent_of_page_[page] = parent;  // a pooled node keeps its place in the tree
+  const bool was_leaf = pooled && unqueue(page);
   p.history.second_last = p.history.last;
   p.history.last = ++clock_;
   ++p.history.count;
-  sketch_.increment(plh);
-  p.history.frequency = sketch_.estimate(plh);
+  sketch_.increment(sketch_key);
+  p.history.frequency = sketch_.estimate(sketch_key);
   p.priority = accessed(p.history, how, p.priority, NodeKeyHash{}(key));
+  if (pooled) requeue(page, was_leaf);
+}
+
+void LeafPriorityPolicy::record_use_again(std::uint32_t page) {
+  KVTIER_EXPECTS(holds(page), "page " + std::to_string(page) + " holds no block");
+  const NodeKey key = pages_[page].key;
+  record_use(page, key, parent_of_page_[page], PositionalLineageHash::from_raw(key.position, key.fragment));
+}
+
+void LeafPriorityPolicy::record_recency(std::uint32_t page) {
+  KVTIER_EXPECTS(holds(page), "page " + std::to_string(page) + " holds no block");
+  PageState& p = pages_[page];
+  const bool pooled = p.inactive;
+  const bool was_leaf = pooled && unqueue(page);
+  p.history.last = ++clock_;
+  p.priority = refreshed(p.history, p.priority);
+  if (pooled) requeue(page, was_leaf);
+}
+
+void LeafPriorityPolicy::enter_pool(std::uint32_t page) {
+  KVTIER_EXPECTS(holds(page) && !in_pool(page), "page " + std::to_string(page) + " cannot join the pool");
+  PageState& p = pages_[page];
+  KVTIER_EXPECTS(!inactive_page_.contains(p.key), "page " + std::to_string(page) + " holds a block already pooled");
   entered(p.priority);
   p.inactive = true;
   ++inactive_;
-  inactive_page_[key] = page;
-  parent_of_page_[page] = parent_key_of(key, plh);
-  if (inactive_children(key) == 0) make_leaf(page);
+  inactive_page_[p.key] = page;
+  if (inactive_children(p.key) == 0) make_leaf(page);
   if (const auto& parent = parent_of_page_[page]) {
     ++inactive_children_[*parent];
     if (const auto it = inactive_page_.find(*parent); it != inactive_page_.end()) unmake_leaf(it->second);
   }
+}
+
+void LeafPriorityPolicy::forget(std::uint32_t page) {
+  KVTIER_EXPECTS(page < pages_.size(), "page " + std::to_string(page) + " is outside the pool");
+  if (pages_[page].inactive) detach(page);
+  pages_[page].holds_block = false;
+  pages_[page].history = History{};
+}
+
+std::optional<std::vector<std::uint32_t>> LeafPriorityPolicy::evict_exactly(std::size_t n,
+                                                                            std::span<const std::uint32_t> spared) {
+  // The spared leave the pool for the choice (their parents may become
+  // leaves) and come back with the priorities they had.
+  std::vector<std::uint32_t> set_aside;
+  for (const std::uint32_t page : spared) {
+    if (in_pool(page)) {
+      detach(page);
+      set_aside.push_back(page);
+    }
+  }
+  std::optional<std::vector<std::uint32_t>> victims;
+  if (inactive_ >= n) {
+    victims.emplace();
+    victims->reserve(n);
+    while (victims->size() < n) victims->push_back(evict()->value());
+  }
+  for (const std::uint32_t page : set_aside) enter_pool(page);
+  return victims;
 }
 
 void LeafPriorityPolicy::detach(std::uint32_t page) {

@@ -2,6 +2,8 @@
 #include <cstdint>
 #include <optional>
 #include <set>
+#include <span>
+#include <string>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
@@ -19,17 +21,27 @@ namespace kvtier::g1 {
 /// priority, so a parent never leaves before its child, and a parent whose
 /// last inactive child leaves becomes a candidate with the priority it had.
 /// A block's access history outlives its eviction in a bounded ghost table
-/// (two generations of at most twice `capacity` blocks each): a block seen again
-/// soon after it left is known again (second sight). Subclasses say how a
+/// (two generations of at most `history_capacities` x `capacity` blocks each;
+/// G1's pools: 2): a block seen again soon after it left is known again
+/// (second sight). Subclasses say how a
 /// history ranks, and may prefer a class of victims or spare one (ARC's
 /// lists, S3-FIFO's queues).
 class LeafPriorityPolicy : public EvictionPolicy {
  public:
-  explicit LeafPriorityPolicy(std::uint32_t capacity);
+  /// A node of the prefix tree: a G1 block (its PLH's position and fragment)
+  /// or an engine's chunk (a hash of the engine's key, position 0).
+  struct NodeKey {
+    std::uint64_t position = 0;
+    std::uint64_t fragment = 0;
+    friend bool operator==(const NodeKey&, const NodeKey&) = default;
+  };
+
+  explicit LeafPriorityPolicy(std::uint32_t capacity, std::uint32_t history_capacities = 2);
   LeafPriorityPolicy(const LeafPriorityPolicy&) = delete;
   LeafPriorityPolicy& operator=(const LeafPriorityPolicy&) = delete;
 
   std::optional<std::string> insert_refusal(std::span<const PositionalLineageHash> plhs) const override;
+  /// G1's release: one use of the block (record_use), then the pool (enter_pool).
   void insert(PageId page, const PositionalLineageHash& plh) override;
   void remove(PageId page) override;
   bool contains(PageId page) const override { return pages_[page.value()].inactive; }
@@ -39,6 +51,33 @@ class LeafPriorityPolicy : public EvictionPolicy {
 
   /// Inactive blocks that may be evicted now (tests).
   std::size_t leaf_count() const noexcept { return leaves_.size(); }
+
+  // The same frame for an engine whose uses and evictability come apart
+  // (vLLM's CPU tier: a request reuses a chunk, a load pins and unpins it).
+  /// One use of the node on `page` (`parent`: its prefix's last node, if
+  /// known): history and priority move, pool membership does not. A page in
+  /// the pool keeps its node (ContractError for another); a page that held
+  /// another node takes this one, with the history remembered for it.
+  void record_use(std::uint32_t page, const NodeKey& key, const std::optional<NodeKey>& parent,
+                  const PositionalLineageHash& sketch_key);
+  /// One more use of the node `page` holds, in its place in the tree.
+  /// Precondition: holds(page).
+  void record_use_again(std::uint32_t page);
+  /// A newer place in recency for the node on `page`, no new use counted
+  /// (a chunk this request stored, not reused). Precondition: holds(page).
+  void record_recency(std::uint32_t page);
+  /// The node on `page` joins the pool with the priority it has.
+  /// Precondition: holds(page), not in the pool.
+  void enter_pool(std::uint32_t page);
+  /// The node on `page` leaves the pool, not evicted. Precondition: in the pool.
+  void leave_pool(std::uint32_t page) { detach(page); }
+  /// `page` holds nothing any more; its node's history is dropped, not remembered.
+  void forget(std::uint32_t page);
+  bool holds(std::uint32_t page) const noexcept { return page < pages_.size() && pages_[page].holds_block; }
+  bool in_pool(std::uint32_t page) const noexcept { return page < pages_.size() && pages_[page].inactive; }
+  /// Exactly `n` victims in the policy's order (leaf first), none of
+  /// `spared` — or none at all, nothing changed, when fewer than n can go.
+  std::optional<std::vector<std::uint32_t>> evict_exactly(std::size_t n, std::span<const std::uint32_t> spared);
 
  protected:
   /// What the policy remembers of a block across its stays.
@@ -62,6 +101,11 @@ class LeafPriorityPolicy : public EvictionPolicy {
   /// second_last and count already updated): update the policy's fields and
   /// say its priority; `previous` is the one it had on this page (Again only).
   virtual Priority accessed(History& history, Access how, const Priority& previous, std::uint64_t block) = 0;
+  /// The node's latest access moved to now (history.last updated) without a
+  /// new use: the priority it has, its recency renewed.
+  virtual Priority refreshed(const History& history, const Priority& previous) {
+    return {previous.first, history.last};
+  }
   /// The class (Priority::first) to take the victim from, when it has a leaf;
   /// nullopt: the least priority overall.
   virtual std::optional<std::uint64_t> preferred_class() const { return std::nullopt; }
@@ -96,11 +140,6 @@ class LeafPriorityPolicy : public EvictionPolicy {
   std::uint64_t tick() noexcept { return ++clock_; }
 
  private:
-  struct NodeKey {
-    std::uint64_t position = 0;
-    std::uint64_t fragment = 0;
-    friend bool operator==(const NodeKey&, const NodeKey&) = default;
-  };
   struct NodeKeyHash {
     std::size_t operator()(const NodeKey& k) const noexcept {
       return k.fragment ^ (k.position * 0xC2B2AE3D27D4EB4FULL);
@@ -119,6 +158,10 @@ class LeafPriorityPolicy : public EvictionPolicy {
   static NodeKey key_of(const PositionalLineageHash& plh) { return {plh.position(), plh.current_fragment()}; }
   static std::optional<NodeKey> parent_key_of(const NodeKey& key, const PositionalLineageHash& plh);
   std::uint32_t inactive_children(const NodeKey& key) const;
+  /// The page, in the pool, goes out of the leaf order and class sizes
+  /// while its priority changes; `requeue` puts it back.
+  bool unqueue(std::uint32_t page);
+  void requeue(std::uint32_t page, bool was_leaf);
   void make_leaf(std::uint32_t page);
   void unmake_leaf(std::uint32_t page);
   std::uint32_t choose_victim();

@@ -31,6 +31,7 @@ class S3FifoEvictionPolicy final : public LeafPriorityPolicy {
     h.mark = h.last;
     return {h.state, h.mark};
   }
+  Priority refreshed(const History&, const Priority& previous) override { return previous; }  // FIFO: entry order
   std::optional<std::uint64_t> preferred_class() const override {
     return small_ * 10 >= std::max<std::uint64_t>(capacity(), 1) ? kSmall : kMain;
   }

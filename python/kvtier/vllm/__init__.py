@@ -6,7 +6,12 @@ loads secondary tiers by module path::
     {"type": "KvtierDiskTier", "module_path": "kvtier.vllm", "path": "/nvme/kvtier", "capacity_blocks": 200000}
     {"type": "KvtierSharedTier", "module_path": "kvtier.vllm", "redis_url": "redis://10.0.0.5:7000"}
 
-The classes are imported on first use: ``import kvtier.vllm`` imports neither
+and its CPU tier loads cache policies by module path::
+
+    "eviction_policy": "KvtierAdaptivePolicy", "cache_policy_module_path": "kvtier.vllm"
+
+(also ``KvtierLfuDaPolicy``, ``KvtierLru2Policy``, ``KvtierArcPolicy``,
+``KvtierS3FifoPolicy``). The classes are imported on first use: ``import kvtier.vllm`` imports neither
 vLLM nor anything that starts a thread or touches a disk (vLLM's API server
 imports the module to read the tiers' metric names).
 """
@@ -15,7 +20,15 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["KvtierDiskTier", "KvtierSharedTier"]
+_CACHE_POLICIES = (
+    "KvtierAdaptivePolicy",
+    "KvtierLfuDaPolicy",
+    "KvtierLru2Policy",
+    "KvtierArcPolicy",
+    "KvtierS3FifoPolicy",
+)
+
+__all__ = ["KvtierDiskTier", "KvtierSharedTier", *_CACHE_POLICIES]
 
 
 def __getattr__(name: str) -> Any:
@@ -27,4 +40,8 @@ def __getattr__(name: str) -> Any:
         from kvtier.vllm.shared_tier import KvtierSharedTier
 
         return KvtierSharedTier
+    if name in _CACHE_POLICIES:
+        from kvtier.vllm import cache_policy
+
+        return getattr(cache_policy, name)
     raise AttributeError(f"module 'kvtier.vllm' has no attribute {name!r}")
