@@ -89,7 +89,10 @@ TEST(ChunkEviction, ABadCallIsAContractErrorThatChangesNothing) {
   ChunkEviction eviction(EvictionBackend::Adaptive, 2);
   eviction.stored(0, 1, std::nullopt);
   eviction.evictable(0);
-  EXPECT_THROW(eviction.stored(0, 2, std::nullopt), ContractError);  // evictable: holds key 1
+  EXPECT_THROW(eviction.stored(0, 2, std::nullopt), ContractError);  // holds key 1
+  eviction.stored(1, 3, std::nullopt);
+  EXPECT_THROW(eviction.stored(1, 4, std::nullopt), ContractError);  // holds key 3, not evictable
+  eviction.removed(1);
   EXPECT_THROW(eviction.stored(2, 2, std::nullopt), ContractError);  // outside the cache
   EXPECT_THROW(eviction.evictable(1), ContractError);                // holds nothing
   EXPECT_THROW(eviction.pinned(1), ContractError);

@@ -157,12 +157,16 @@ def test_clear_forgets_everything_and_a_bad_call_changes_nothing(name):
     store(policy, [key(1)], ctx, 0)
     with pytest.raises(ValueError, match="already cached"):
         policy.insert(key(1), ChunkStatus(1), ctx)
-    with pytest.raises(kvtier.ContractError):  # slot 0 holds key(1), evictable
+    with pytest.raises(ValueError, match="holds another key"):  # slot 0 holds key(1)
         policy.insert(key(2), ChunkStatus(0), ctx)
     assert policy.get(key(2)) is None and policy.get(key(1)).chunk_id == 0
-    with pytest.raises(kvtier.ContractError):
-        policy.insert(key(3), ChunkStatus(5), ctx)  # outside the cache
+    with pytest.raises(ValueError, match="outside the cache"):
+        policy.insert(key(3), ChunkStatus(5), ctx)
     assert policy.get(key(3)) is None
+    with pytest.raises(kvtier.ContractError, match="holds a key already"):  # the order itself checks too
+        policy._order.stored(0, key(4), None)
+    with pytest.raises(kvtier.ContractError, match="outside"):
+        policy._order.stored(7, key(4), None)
     policy.clear()
     assert policy.get(key(1)) is None and policy.evict(1, set()) is None
     store(policy, [key(2)], context("b", [key(2)]), 0)

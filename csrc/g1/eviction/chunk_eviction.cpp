@@ -64,7 +64,7 @@ void ChunkEviction::check_held(std::uint32_t chunk) const {
 void ChunkEviction::stored(std::uint32_t chunk, std::uint64_t key, std::optional<std::uint64_t> parent) {
   KVTIER_EXPECTS(chunk < capacity_,
                  "chunk " + std::to_string(chunk) + " is outside the cache of " + std::to_string(capacity_));
-  KVTIER_EXPECTS(!policy_->in_pool(chunk), "chunk " + std::to_string(chunk) + " is evictable: it holds a key");
+  KVTIER_EXPECTS(!policy_->holds(chunk), "chunk " + std::to_string(chunk) + " holds a key already");
   std::optional<LeafPriorityPolicy::NodeKey> parent_node;
   if (parent) parent_node = node(*parent);
   policy_->record_use(chunk, node(key), parent_node,

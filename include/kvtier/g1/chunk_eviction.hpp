@@ -33,7 +33,8 @@ class ChunkEviction {
   static std::uint64_t key_hash(std::span<const std::byte> key) noexcept;
 
   /// Slot `chunk` now holds `key` (`parent`: its prefix's last key), stored
-  /// by a request: its first use, not yet evictable.
+  /// by a request: its first use, not yet evictable. ContractError, nothing
+  /// changed, for a slot outside the cache or one that holds a key.
   void stored(std::uint32_t chunk, std::uint64_t key, std::optional<std::uint64_t> parent);
   /// The chunks a request touched, in this order (its tail first, as G1
   /// releases): `reused[i]` nonzero is one more use of chunks[i], zero its

@@ -66,12 +66,19 @@ class _KvtierCachePolicy(CachePolicy):
         self._chunks: dict[OffloadKey, ChunkStatus] = {}
         self._slot_keys: list[OffloadKey | None] = [None] * cache_capacity
         self._generation = 0
+        self._last_context: ReqContext | None = None
+        self._last_chains: _RequestChains | None = None
 
     def _chains(self, req_context: ReqContext) -> _RequestChains:
+        # The manager calls for one request in a row (a store's inserts): the
+        # last request's chains are kept at hand.
+        if req_context is self._last_context:
+            return self._last_chains
         state = req_context.get_state(_RequestChains)
         if state is None or state.owner is not self or state.generation != self._generation:
             state = _RequestChains(self, self._generation)
             req_context.set_state(state)
+        self._last_context, self._last_chains = req_context, state
         return state
 
     @override
@@ -80,14 +87,17 @@ class _KvtierCachePolicy(CachePolicy):
 
     @override
     def insert(self, key: OffloadKey, chunk: ChunkStatus, req_context: ReqContext) -> None:
+        slot = chunk.chunk_id
         if key in self._chunks:
             raise ValueError(f"{type(self).__name__}: key {key.hex()} is already cached")
-        parent = self._chains(req_context).parent.get(key)
-        self._order.stored(chunk.chunk_id, key, parent)  # checks the slot first: nothing changes on error
+        if not 0 <= slot < self.cache_capacity or self._slot_keys[slot] is not None:
+            raise ValueError(f"{type(self).__name__}: chunk {slot} is outside the cache of "
+                             f"{self.cache_capacity} or holds another key")
+        self._order.stored(slot, key, self._chains(req_context).parent.get(key))
         self._chunks[key] = chunk
-        self._slot_keys[chunk.chunk_id] = key
+        self._slot_keys[slot] = key
         if chunk.ref_cnt == 0:
-            self._order.evictable(chunk.chunk_id)
+            self._order.evictable(slot)
 
     @override
     def remove(self, key: OffloadKey) -> None:
@@ -143,6 +153,7 @@ class _KvtierCachePolicy(CachePolicy):
         if slots:
             self._order.accessed(slots, bytes(reused))
         req_context.set_state(_RequestChains(None, -1))  # the request's chains are done with
+        self._last_context = self._last_chains = None
 
     @override
     def evict(self, n: int, protected: set[OffloadKey]) -> list[tuple[OffloadKey, ChunkStatus]] | None:
@@ -166,6 +177,7 @@ class _KvtierCachePolicy(CachePolicy):
         self._chunks.clear()
         self._slot_keys = [None] * self.cache_capacity
         self._generation += 1
+        self._last_context = self._last_chains = None
 
     @override
     def mark_evictable(self, key: OffloadKey) -> None:
