@@ -5,9 +5,10 @@
 #                                               # with the link's ceiling measured in the same run
 #   scripts/plot.sh capacity SWEEP.csv OUT.png  # from `kvtier replay --sweep-capacity ... --csv SWEEP.csv`:
 #                                               # G1, G2 and total prefix-hit rate against G1 capacity
-#   scripts/plot.sh policy POLICY.csv OUT.png   # from `kvtier bench policy --csv POLICY.csv`: each
+#   scripts/plot.sh policy POLICY.csv OUT.png   # from `kvtier bench policy --csv POLICY.csv` (or
+#                                               # `python -m kvtier.vllm.policy_bench --csv`): each
 #                                               # policy's hit rate against capacity, beside the
-#                                               # same-run bound, ceiling and FIFO floor
+#                                               # same-run bound (ceiling and FIFO floor)
 #   scripts/plot.sh vllm-tiers TIERS.csv OUT.png  # from `python -m kvtier.vllm.bench --csv TIERS.csv`:
 #                                               # store and load-after-restart GiB/s against row size,
 #                                               # per tier (vLLM's fs, kvtier's G3 and G4), same run
@@ -107,7 +108,7 @@ GNUPLOT
     gnuplot <<GNUPLOT
 $common
 set output "$output"
-set title "kvtier bench policy: prompt blocks hit against cache size, one request at a time"
+set title "prompt blocks hit against cache size, one request at a time"
 set logscale x 10
 set xlabel "capacity (blocks)"
 set ylabel "prompt blocks hit"
