@@ -176,6 +176,18 @@ def measure(requests: list[list[int]], capacities: list[str], policies: list[str
     return rows
 
 
+def print_table(rows: list[PolicyRow]) -> None:
+    columns = ("policy", "capacity", "blocks", "hit %", "of bound", "us/req", "vs lru")
+    widths = (16, 9, 7, 7, 9, 8, 7)
+    print(" ".join(f"{c:<{w}}" if i == 0 else f"{c:>{w}}" for i, (c, w) in enumerate(zip(columns, widths))))
+    for row in rows:
+        cells = (row.policy, row.capacity, str(row.capacity_blocks), f"{100 * row.hit_rate:.2f}",
+                 f"{row.fraction_of_bound:.3f}",
+                 "" if row.us_per_request is None else f"{row.us_per_request:.1f}",
+                 "" if row.cost_vs_lru is None else f"{row.cost_vs_lru:.2f}x")
+        print(" ".join(f"{c:<{w}}" if i == 0 else f"{c:>{w}}" for i, (c, w) in enumerate(zip(cells, widths))))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kvtier.vllm.policy_bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("trace", nargs="?", type=Path, help="Mooncake-style JSONL (default: the shipped trace)")
@@ -207,16 +219,10 @@ def main(argv: list[str] | None = None) -> int:
                   sys.stdout, indent=1)
         print()
         return 0
-    print(f"{'policy':<16} {'capacity':>9} {'blocks':>7} {'hit %':>7} {'of bound':>9} {'us/req':>8} {'vs lru':>7}")
-    for row in rows:
-        cost = "" if row.us_per_request is None else f"{row.us_per_request:8.1f}"
-        ratio = "" if row.cost_vs_lru is None else f"{row.cost_vs_lru:6.2f}x"
-        print(f"{row.policy:<16} {row.capacity:>9} {row.capacity_blocks:>7} {100 * row.hit_rate:7.2f} "
-              f"{row.fraction_of_bound:9.3f} {cost:>8} {ratio:>7}")
+    print_table(rows)
     print(f"({trace.name}: {len(requests)} requests, one at a time through vLLM's CPUOffloadingManager; "
           f"time: median of {args.repeats})")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
