@@ -44,12 +44,15 @@ std::unique_ptr<LeafPriorityPolicy> make_leaf_policy(EvictionBackend order, std:
 
 LeafPriorityPolicy::NodeKey node(std::uint64_t key) { return {0, key}; }
 
+std::uint32_t checked_capacity(std::uint32_t capacity) {
+  if (capacity == 0) throw ConfigError("a chunk cache of 0 chunks");
+  return capacity;
+}
+
 }  // namespace
 
 ChunkEviction::ChunkEviction(EvictionBackend order, std::uint32_t capacity)
-    : order_(order), capacity_(capacity), policy_(make_leaf_policy(order, capacity)) {
-  if (capacity == 0) throw ConfigError("a chunk cache of 0 chunks");
-}
+    : order_(order), capacity_(checked_capacity(capacity)), policy_(make_leaf_policy(order, capacity)) {}
 
 ChunkEviction::~ChunkEviction() = default;
 
