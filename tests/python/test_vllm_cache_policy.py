@@ -279,6 +279,36 @@ def test_the_manager_bookkeeping_holds_under_random_requests_in_two_groups(name,
     book.check()
 
 
+def test_the_primary_tier_of_vllms_tiering_runs_kvtier_policy_over_kvtier_g3(tmp_path):
+    """vLLM's TieringOffloadingManager with KvtierAdaptivePolicy ordering its CPU
+    primary tier: three times the primary's chunks stored, the primary evicts by
+    kvtier's order, G3 keeps every row, and each comes back byte for byte."""
+    import numpy as np
+    import vllm_tiers as vt
+
+    row = 4096
+    m = vt.TieredManager([dict(vt.KVTIER_DISK, path=str(tmp_path), capacity_blocks=64)], num_chunks=8,
+                         row_bytes=row, cache_policy="KvtierAdaptivePolicy", cache_policy_module_path="kvtier.vllm")
+    assert isinstance(m.primary._policy, cache_policy.KvtierAdaptivePolicy)
+    keys = [vt.key(n) for n in range(24)]
+    payloads = {k: vt.row_bytes_of(n, row) for n, k in enumerate(keys)}
+    for start in range(0, len(keys), 4):
+        m.settle()  # the cascade releases its pins on the primary's rows
+        ctx = m.request()
+        m.store(ctx, keys[start:start + 4], payloads)
+        with m.manager.lock:
+            m.manager.on_request_finished(ctx)
+    m.settle()
+    probe = m.request()
+    resident = [k for k in keys if m.primary.lookup(k, probe) == LookupResult.HIT]
+    assert len(resident) == 8
+    ctx = m.request()
+    took = m.promote([(ctx, keys[:8])])  # the oldest rows: evicted from the primary, promoted from G3
+    assert took["missed"] == []
+    assert all(np.array_equal(r, payloads[k]) for r, k in zip(m.read_rows(ctx, keys[:8]), keys[:8]))
+    m.shutdown()
+
+
 def test_the_policy_bench_sets_policies_beside_the_bound(tmp_path, capsys):
     # Capacity 2: [1,2] stored; [1,2] hits 2; [3] evicts block 2 (a leaf) in
     # every order; [1,2] hits 1. The bound bypasses [3] and hits 4 of 7.

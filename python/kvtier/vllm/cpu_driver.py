@@ -67,14 +67,19 @@ def offload_key(n: int, group: int = 0, hash_bytes: int = 32) -> OffloadKey:
 class TieredManager:
     """TieringOffloadingManager over the real CPU primary tier and `tier_configs`
     (each as in kv_connector_extra_config's secondary_tiers), driven step by
-    step with the manager's lock held per step, as the scheduler does."""
+    step with the manager's lock held per step, as the scheduler does. The
+    primary tier's cache policy is vLLM's `eviction_policy` /
+    `cache_policy_module_path` pair."""
 
-    def __init__(self, tier_configs: list[dict], num_chunks: int, row_bytes: int, spec: Any = None) -> None:
+    def __init__(self, tier_configs: list[dict], num_chunks: int, row_bytes: int, spec: Any = None,
+                 cache_policy: str = "lru", cache_policy_module_path: str | None = None) -> None:
         self.spec = spec or offloading_spec()
         region = MagicMock()
         self.view = primary_view(num_chunks, row_bytes)
         region.create_kv_memoryview.return_value = self.view
-        self.primary = CPUPrimaryTierOffloadingManager(num_chunks=num_chunks, mmap_region=region)
+        self.primary = CPUPrimaryTierOffloadingManager(num_chunks=num_chunks, mmap_region=region,
+                                                       cache_policy=cache_policy,
+                                                       cache_policy_module_path=cache_policy_module_path)
         kv_view = self.primary.get_kv_memoryview()
         self.tiers = [SecondaryTierFactory.create_secondary_tier(dict(c), kv_view, self.spec) for c in tier_configs]
         self.manager = TieringOffloadingManager(primary_tier=self.primary, secondary_tiers=self.tiers,
