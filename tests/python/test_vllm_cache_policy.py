@@ -279,6 +279,34 @@ def test_the_manager_bookkeeping_holds_under_random_requests_in_two_groups(name,
     book.check()
 
 
+@pytest.mark.parametrize("name", KVTIER_POLICIES)
+def test_without_evictions_the_manager_answers_as_with_vllms_lru(name):
+    """Room for everything: the order never decides, so every answer of the
+    manager — lookups, stores, evictions, events, stats — equals LRU's."""
+    rng = random.Random(7)
+    managers = [CPUOffloadingManager(4096, cache_policy=policy, cache_policy_module_path=path, enable_events=True)
+                for policy, path in (("lru", None), (name, "kvtier.vllm"))]
+    for step in range(150):
+        blocks = [rng.randrange(40) * 100 + i for i in range(rng.randint(1, 12))]
+        keys = [key(b, g) for g in (0, 1) for b in blocks]
+        answers = []
+        for manager in managers:
+            ctx = context(f"r{step}", keys)
+            manager.on_new_request(ctx)
+            hits = [k for k in keys if manager.lookup(k, ctx) == LookupResult.HIT]
+            if hits:
+                manager.prepare_load(hits, ctx)
+                manager.complete_load(hits, ctx)
+            out = manager.prepare_store(keys, ctx)
+            stored = list(out.keys_to_store)
+            manager.complete_store(stored, ctx, success=step % 10 != 3)
+            manager.on_request_finished(ctx)
+            events = [(e.keys, e.removed) for e in manager.take_events()]
+            answers.append((hits, stored, list(out.evicted_keys), events,
+                            manager._num_evictable_cache_chunks, manager.get_stats().data))
+        assert answers[0] == answers[1]
+
+
 def test_the_primary_tier_of_vllms_tiering_runs_kvtier_policy_over_kvtier_g3(tmp_path):
     """vLLM's TieringOffloadingManager with KvtierAdaptivePolicy ordering its CPU
     primary tier: three times the primary's chunks stored, the primary evicts by
