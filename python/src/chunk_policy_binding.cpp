@@ -27,7 +27,7 @@ namespace {
 
 using g1::ChunkEviction;
 
-std::uint64_t hash_of(const nb::bytes& key) {
+g1::ChunkKey hash_of(const nb::bytes& key) {
   return ChunkEviction::key_hash(std::as_bytes(std::span(key.c_str(), key.size())));
 }
 
@@ -46,7 +46,7 @@ void bind_chunk_policy(nb::module_& m) {
       .def(
           "stored",
           [](ChunkEviction& self, std::uint32_t chunk, const nb::bytes& key, const std::optional<nb::bytes>& parent) {
-            std::optional<std::uint64_t> parent_hash;
+            std::optional<g1::ChunkKey> parent_hash;
             if (parent) parent_hash = hash_of(*parent);
             self.stored(chunk, hash_of(key), parent_hash);
           },

@@ -17,11 +17,14 @@ namespace {
 
 using Slots = std::vector<std::uint32_t>;
 
-/// Slots 0..n-1 hold one chain (key 100+i, parent the one before), all evictable.
+ChunkKey k(std::uint64_t n) { return {0, n}; }
+const std::optional<ChunkKey> kRoot = std::nullopt;
+
+/// Slots first_slot.. hold one chain (keys first_key+i, parent the one before), all evictable.
 void store_chain(ChunkEviction& order, std::uint32_t first_slot, std::uint64_t first_key, std::uint32_t n) {
   for (std::uint32_t i = 0; i < n; ++i) {
-    const std::optional<std::uint64_t> parent = i == 0 ? std::nullopt : std::optional<std::uint64_t>(first_key + i - 1);
-    order.stored(first_slot + i, first_key + i, parent);
+    const std::optional<ChunkKey> parent = i == 0 ? kRoot : std::optional<ChunkKey>(k(first_key + i - 1));
+    order.stored(first_slot + i, k(first_key + i), parent);
   }
   for (std::uint32_t i = 0; i < n; ++i) order.evictable(first_slot + i);
 }
@@ -61,25 +64,25 @@ TEST(ChunkEviction, AllOrNothingAndNeverASparedChunk) {
 
 TEST(ChunkEviction, AReusedChunkOutranksNewerChunksSeenOnceAndARenewalIsNoUse) {
   ChunkEviction eviction(EvictionBackend::Lru2, 8);
-  eviction.stored(0, 1, std::nullopt);
-  eviction.stored(1, 2, std::nullopt);
+  eviction.stored(0, k(1), kRoot);
+  eviction.stored(1, k(2), kRoot);
   const Slots both{0, 1};
   eviction.accessed(both, std::vector<std::uint8_t>{1, 0});  // slot 0 reused, slot 1 only renewed
-  eviction.stored(2, 3, std::nullopt);
+  eviction.stored(2, k(3), kRoot);
   for (std::uint32_t slot = 0; slot < 3; ++slot) eviction.evictable(slot);
   EXPECT_EQ(eviction.evict(3, {}), (Slots{1, 2, 0}));
 }
 
 TEST(ChunkEviction, AKeyEvictedAndStoredAgainIsRecalledButARemovedOneIsForgotten) {
   ChunkEviction eviction(EvictionBackend::Lru2, 4);
-  eviction.stored(0, 7, std::nullopt);
+  eviction.stored(0, k(7), kRoot);
   eviction.evictable(0);
   ASSERT_EQ(eviction.evict(1, {}), Slots{0});
-  eviction.stored(3, 7, std::nullopt);  // back in another slot: its second use
-  eviction.stored(1, 8, std::nullopt);
+  eviction.stored(3, k(7), kRoot);  // back in another slot: its second use
+  eviction.stored(1, k(8), kRoot);
   eviction.removed(1);  // a failed store: slot 1 holds nothing, key 8 is forgotten
   EXPECT_FALSE(eviction.holds(1));
-  eviction.stored(1, 8, std::nullopt);  // seen once again, not twice
+  eviction.stored(1, k(8), kRoot);  // seen once again, not twice
   eviction.evictable(3);
   eviction.evictable(1);
   EXPECT_EQ(eviction.evict(2, {}), (Slots{1, 3}));
@@ -87,14 +90,14 @@ TEST(ChunkEviction, AKeyEvictedAndStoredAgainIsRecalledButARemovedOneIsForgotten
 
 TEST(ChunkEviction, ABadCallIsAContractErrorThatChangesNothing) {
   ChunkEviction eviction(EvictionBackend::Adaptive, 2);
-  eviction.stored(0, 1, std::nullopt);
+  eviction.stored(0, k(1), kRoot);
   eviction.evictable(0);
-  EXPECT_THROW(eviction.stored(0, 2, std::nullopt), ContractError);  // holds key 1
-  eviction.stored(1, 3, std::nullopt);
-  EXPECT_THROW(eviction.stored(1, 4, std::nullopt), ContractError);  // holds key 3, not evictable
+  EXPECT_THROW(eviction.stored(0, k(2), kRoot), ContractError);  // holds key 1
+  eviction.stored(1, k(3), kRoot);
+  EXPECT_THROW(eviction.stored(1, k(4), kRoot), ContractError);  // holds key 3, not evictable
   eviction.removed(1);
-  EXPECT_THROW(eviction.stored(2, 2, std::nullopt), ContractError);  // outside the cache
-  EXPECT_THROW(eviction.evictable(1), ContractError);                // holds nothing
+  EXPECT_THROW(eviction.stored(2, k(2), kRoot), ContractError);  // outside the cache
+  EXPECT_THROW(eviction.evictable(1), ContractError);            // holds nothing
   EXPECT_THROW(eviction.pinned(1), ContractError);
   EXPECT_THROW(eviction.removed(1), ContractError);
   const Slots held_and_not{0, 1};
@@ -108,13 +111,13 @@ TEST(ChunkEviction, ABadCallIsAContractErrorThatChangesNothing) {
 
 TEST(ChunkEviction, ClearForgetsChunksAndHistory) {
   ChunkEviction eviction(EvictionBackend::Lru2, 4);
-  eviction.stored(0, 5, std::nullopt);
+  eviction.stored(0, k(5), kRoot);
   eviction.evictable(0);
   eviction.clear();
   EXPECT_FALSE(eviction.holds(0));
   EXPECT_EQ(eviction.evictable_count(), 0U);
-  eviction.stored(1, 5, std::nullopt);  // a stranger after clear: seen once
-  eviction.stored(2, 6, std::nullopt);
+  eviction.stored(1, k(5), kRoot);  // a stranger after clear: seen once
+  eviction.stored(2, k(6), kRoot);
   eviction.evictable(1);
   eviction.evictable(2);
   EXPECT_EQ(eviction.evict(1, {}), Slots{1});
@@ -125,8 +128,9 @@ TEST(ChunkEviction, OnlyLeafFirstOrdersAndARealCapacity) {
   EXPECT_THROW(ChunkEviction(EvictionBackend::Lineage, 4), ConfigError);
   EXPECT_THROW(ChunkEviction(EvictionBackend::MultiLru, 4), ConfigError);
   EXPECT_THROW(ChunkEviction(EvictionBackend::Adaptive, 0), ConfigError);
-  EXPECT_NE(ChunkEviction::key_hash(std::as_bytes(std::span("a", 1))),
-            ChunkEviction::key_hash(std::as_bytes(std::span("b", 1))));
+  const ChunkKey a = ChunkEviction::key_hash(std::as_bytes(std::span("a", 1)));
+  EXPECT_NE(a, ChunkEviction::key_hash(std::as_bytes(std::span("b", 1))));
+  EXPECT_EQ(a, ChunkEviction::key_hash(std::as_bytes(std::span("a", 1))));
 }
 
 }  // namespace

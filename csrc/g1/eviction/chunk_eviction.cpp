@@ -42,7 +42,7 @@ std::unique_ptr<LeafPriorityPolicy> make_leaf_policy(EvictionBackend order, std:
                     "' is not a leaf-first order (expected lru2, lfu_da, arc, s3fifo or adaptive)");
 }
 
-LeafPriorityPolicy::NodeKey node(std::uint64_t key) { return {0, key}; }
+LeafPriorityPolicy::NodeKey node(const ChunkKey& key) { return {key.high, key.low}; }
 
 std::uint32_t checked_capacity(std::uint32_t capacity) {
   if (capacity == 0) throw ConfigError("a chunk cache of 0 chunks");
@@ -56,22 +56,23 @@ ChunkEviction::ChunkEviction(EvictionBackend order, std::uint32_t capacity)
 
 ChunkEviction::~ChunkEviction() = default;
 
-std::uint64_t ChunkEviction::key_hash(std::span<const std::byte> key) noexcept {
-  return XXH3_64bits(key.data(), key.size());
+ChunkKey ChunkEviction::key_hash(std::span<const std::byte> key) noexcept {
+  const XXH128_hash_t hash = XXH3_128bits(key.data(), key.size());
+  return {hash.high64, hash.low64};
 }
 
 void ChunkEviction::check_held(std::uint32_t chunk) const {
   KVTIER_EXPECTS(policy_->holds(chunk), "chunk " + std::to_string(chunk) + " holds no key");
 }
 
-void ChunkEviction::stored(std::uint32_t chunk, std::uint64_t key, std::optional<std::uint64_t> parent) {
+void ChunkEviction::stored(std::uint32_t chunk, const ChunkKey& key, const std::optional<ChunkKey>& parent) {
   KVTIER_EXPECTS(chunk < capacity_,
                  "chunk " + std::to_string(chunk) + " is outside the cache of " + std::to_string(capacity_));
   KVTIER_EXPECTS(!policy_->holds(chunk), "chunk " + std::to_string(chunk) + " holds a key already");
   std::optional<LeafPriorityPolicy::NodeKey> parent_node;
   if (parent) parent_node = node(*parent);
   policy_->record_use(chunk, node(key), parent_node,
-                      PositionalLineageHash::from_raw(0, key));  // as record_use_again keys it
+                      PositionalLineageHash::from_raw(key.high, key.low));  // as record_use_again keys it
 }
 
 void ChunkEviction::accessed(std::span<const std::uint32_t> chunks, std::span<const std::uint8_t> reused) {

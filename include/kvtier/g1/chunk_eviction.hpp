@@ -15,12 +15,19 @@ class LeafPriorityPolicy;
 /// kvtier's leaf-first orders (docs/policies.md: lru2, lfu_da, arc, s3fifo,
 /// adaptive) for an engine's host cache of chunks — vLLM's CPU offloading
 /// tier (docs/vllm.md, "kvtier's cache policy"). Chunks are the engine's
-/// slots 0..capacity-1; each holds one node of the prefix tree, a 64-bit
+/// slots 0..capacity-1; each holds one node of the prefix tree, a 128-bit
 /// hash of the engine's key, with the previous key of its request as its
 /// parent when the engine knew it. Uses and evictability come apart, as in
 /// vLLM's CachePolicy: a store is a chunk's first use and a reuse the next,
 /// while only chunks marked evictable (no transfer reads them) are victims.
 /// Nothing is kept per key beyond the frame's bounded history.
+/// A node: the 128-bit hash of an engine's key (ChunkEviction::key_hash).
+struct ChunkKey {
+  std::uint64_t high = 0;
+  std::uint64_t low = 0;
+  friend bool operator==(const ChunkKey&, const ChunkKey&) = default;
+};
+
 class ChunkEviction {
  public:
   /// ConfigError for an order that is not a leaf-first one (lineage, lru, multi_lru) or capacity 0.
@@ -29,13 +36,13 @@ class ChunkEviction {
   ChunkEviction(const ChunkEviction&) = delete;
   ChunkEviction& operator=(const ChunkEviction&) = delete;
 
-  /// The 64-bit node of an engine's key bytes (XXH3-64).
-  static std::uint64_t key_hash(std::span<const std::byte> key) noexcept;
+  /// The node of an engine's key bytes (XXH3-128).
+  static ChunkKey key_hash(std::span<const std::byte> key) noexcept;
 
   /// Slot `chunk` now holds `key` (`parent`: its prefix's last key), stored
   /// by a request: its first use, not yet evictable. ContractError, nothing
   /// changed, for a slot outside the cache or one that holds a key.
-  void stored(std::uint32_t chunk, std::uint64_t key, std::optional<std::uint64_t> parent);
+  void stored(std::uint32_t chunk, const ChunkKey& key, const std::optional<ChunkKey>& parent);
   /// The chunks a request touched, in this order (its tail first, as G1
   /// releases): `reused[i]` nonzero is one more use of chunks[i], zero its
   /// recency renewed without a use (a chunk the request stored itself).
