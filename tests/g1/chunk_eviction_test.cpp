@@ -88,6 +88,18 @@ TEST(ChunkEviction, AKeyEvictedAndStoredAgainIsRecalledButARemovedOneIsForgotten
   EXPECT_EQ(eviction.evict(2, {}), (Slots{1, 3}));
 }
 
+TEST(ChunkEviction, ParentsInACircleStillLeaveAllOrNothing) {
+  ChunkEviction eviction(EvictionBackend::Adaptive, 4);
+  eviction.stored(0, k(1), k(2));  // chains an engine gave in two orders: no leaf among them
+  eviction.stored(1, k(2), k(1));
+  eviction.evictable(0);
+  eviction.evictable(1);
+  const auto victims = eviction.evict(2, {});
+  ASSERT_TRUE(victims.has_value());
+  EXPECT_EQ(victims->size(), 2U);
+  EXPECT_EQ(eviction.evictable_count(), 0U);
+}
+
 TEST(ChunkEviction, ABadCallIsAContractErrorThatChangesNothing) {
   ChunkEviction eviction(EvictionBackend::Adaptive, 2);
   eviction.stored(0, k(1), kRoot);

@@ -224,9 +224,17 @@ std::uint32_t LeafPriorityPolicy::choose_victim() {
   }
 }
 
+std::uint32_t LeafPriorityPolicy::least_in_cycle() const {
+  std::optional<std::uint32_t> least;
+  for (std::uint32_t page = 0; page < pages_.size(); ++page) {
+    if (pages_[page].inactive && (!least || pages_[page].priority < pages_[*least].priority)) least = page;
+  }
+  return *least;
+}
+
 std::optional<PageId> LeafPriorityPolicy::evict() {
-  if (leaves_.empty()) return std::nullopt;
-  const std::uint32_t page = choose_victim();
+  if (inactive_ == 0) return std::nullopt;
+  const std::uint32_t page = leaves_.empty() ? least_in_cycle() : choose_victim();
   detach(page);
   PageState& p = pages_[page];
   evicted(p.history, p.priority);

@@ -165,6 +165,10 @@ class LeafPriorityPolicy : public EvictionPolicy {
   void make_leaf(std::uint32_t page);
   void unmake_leaf(std::uint32_t page);
   std::uint32_t choose_victim();
+  /// Pooled blocks but no leaf: parents that point in a circle, which a
+  /// prefix tree never makes but an engine's inconsistent chains might.
+  /// The pooled page of least priority (a scan: only then).
+  std::uint32_t least_in_cycle() const;
   /// The page left the pool: its parent may become a leaf.
   void detach(std::uint32_t page);
   History recall(const NodeKey& key);
