@@ -17,8 +17,8 @@ namespace {
 
 /// History kept for an engine's host cache: two generations of four
 /// capacities each (G1's pools keep two). Chosen on the shipped trace through
-/// vLLM's own manager (docs/vllm.md, "kvtier's cache policy": the table at
-/// both lengths and on the trace's halves).
+/// vLLM's own manager (docs/performance.md, "kvtier's cache policy inside
+/// vLLM's CPU tier": the hits at 2, 4 and 8, and on parts of the trace).
 constexpr std::uint32_t kHistoryCapacities = 4;
 
 std::unique_ptr<LeafPriorityPolicy> make_leaf_policy(EvictionBackend order, std::uint32_t capacity) {
