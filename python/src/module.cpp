@@ -22,6 +22,7 @@ using namespace nb::literals;
 namespace kvtier::python {
 void bind_publisher(nb::module_& module);
 void bind_row_tiers(nb::module_& module);
+void bind_span_pages(nb::module_& module);
 void bind_chunk_policy(nb::module_& module);
 }  // namespace kvtier::python
 
@@ -35,6 +36,7 @@ NB_MODULE(_kvtier, m) {
   bind_publisher(m);
 #endif
   bind_row_tiers(m);
+  bind_span_pages(m);
   bind_chunk_policy(m);
   m.attr("has_zmq") = bool(KVTIER_WITH_ZMQ);
   m.def("cuda_compiled", &kvtier::memory::cuda_compiled, "Whether this build contains the CUDA runtime.");

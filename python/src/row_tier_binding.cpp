@@ -11,7 +11,6 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
-#include <chrono>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -19,14 +18,8 @@
 
 #include "kvtier/core/errors.hpp"
 #include "kvtier/tiers/rows/row_service.hpp"
-#include "kvtier/tiers/tier_key.hpp"
-#if KVTIER_WITH_URING
-#include "kvtier/tiers/rows/disk_rows.hpp"
-#endif
-#if KVTIER_WITH_REDIS
-#include "kvtier/tiers/rows/shared_rows.hpp"
-#include "kvtier/tiers/shared/redis_url.hpp"
-#endif
+#include "row_counters.hpp"
+#include "row_tier_configs.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -68,10 +61,6 @@ std::vector<std::byte> key_of(nb::handle key) {
   return {data, data + bytes.size()};
 }
 
-std::optional<tiers::TierKey> key_from(const std::optional<std::string>& key_file) {
-  return key_file ? std::optional(tiers::TierKey::from_file(*key_file)) : std::nullopt;
-}
-
 }  // namespace
 
 void bind_row_tiers(nb::module_& m) {
@@ -81,15 +70,8 @@ void bind_row_tiers(nb::module_& m) {
       [](nb::handle rows, const std::string& path, std::uint32_t capacity_blocks, const std::string& namespace_text,
          unsigned queue_depth, unsigned backlog, bool sync, std::optional<std::string> key_file, bool reformat,
          bool events) {
-        const tiers::rows::DiskRowsConfig config{
-            .store = {.file = path,
-                      .slots = capacity_blocks,
-                      .queue_depth = queue_depth,
-                      .backlog = backlog,
-                      .reformat = reformat,
-                      .key = key_from(key_file),
-                      .sync = sync ? tiers::disk::DiskSync::Batch : tiers::disk::DiskSync::None},
-            .namespace_text = namespace_text};
+        const tiers::rows::DiskRowsConfig config =
+            disk_rows_config(path, capacity_blocks, namespace_text, queue_depth, backlog, sync, key_file, reformat);
         const RowRegion region = rows_of(rows);
         nb::gil_scoped_release release;  // the restart scan reads every slot's header
         return new RowService(tiers::rows::open_disk_rows(config, region), region, events);
@@ -104,16 +86,8 @@ void bind_row_tiers(nb::module_& m) {
       [](nb::handle rows, const std::vector<std::string>& urls, const std::string& key_namespace,
          const std::string& namespace_text, unsigned deadline_ms, unsigned retry_after_ms, std::uint32_t ttl_seconds,
          std::optional<std::string> key_file, bool events) {
-        if (urls.empty()) throw ConfigError("the shared tier needs at least one redis:// URL");
-        tiers::rows::SharedRowsConfig config{.store = {.endpoints = {},
-                                                       .auth = tiers::shared::redis_auth_of(urls),
-                                                       .key_namespace = key_namespace,
-                                                       .ttl_seconds = ttl_seconds,
-                                                       .timeout = std::chrono::milliseconds(deadline_ms),
-                                                       .retry_after = std::chrono::milliseconds(retry_after_ms),
-                                                       .key = key_from(key_file)},
-                                             .namespace_text = namespace_text};
-        for (const std::string& url : urls) config.store.endpoints.push_back(tiers::shared::parse_redis_url(url));
+        const tiers::rows::SharedRowsConfig config = shared_rows_config(
+            urls, key_namespace, namespace_text, deadline_ms, retry_after_ms, ttl_seconds, key_file);
         const RowRegion region = rows_of(rows);
         return new RowService(tiers::rows::open_shared_rows(config, region), region, events);
       },
@@ -177,28 +151,7 @@ void bind_row_tiers(nb::module_& m) {
           },
           "(key, removed) of each key stored or removed since the last call.")
       .def(
-          "counters",
-          [](const RowService& s) {
-            const tiers::rows::RowTierCounters c = s.counters();
-            nb::dict d;
-            d["lookups"] = c.lookups;
-            d["lookup_hits"] = c.lookup_hits;
-            d["keys_stored"] = c.keys_stored;
-            d["keys_already_held"] = c.keys_already_held;
-            d["keys_store_failed"] = c.keys_store_failed;
-            d["keys_loaded"] = c.keys_loaded;
-            d["keys_load_failed"] = c.keys_load_failed;
-            d["bytes_stored"] = c.bytes_stored;
-            d["bytes_loaded"] = c.bytes_loaded;
-            d["checksum_failures"] = c.checksum_failures;
-            d["authentication_failures"] = c.authentication_failures;
-            d["evictions"] = c.evictions;
-            d["deadline_misses"] = c.deadline_misses;
-            d["used"] = c.used;
-            d["capacity"] = c.capacity;
-            d["breaker_open"] = c.breaker_open;
-            return d;
-          },
+          "counters", [](const RowService& s) { return row_counters_dict(s.counters()); },
           "Counters since the tier was opened.")
       .def(
           "opened",

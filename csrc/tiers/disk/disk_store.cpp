@@ -312,6 +312,13 @@ void DiskStore::touch(const PositionalLineageHash& plh) {
   if (s.state == State::Resident && s.pins == 0) lru_.splice(lru_.end(), lru_, s.lru);
 }
 
+void DiskStore::demote(const PositionalLineageHash& plh) {
+  const auto it = index_.find(plh);
+  if (it == index_.end()) return;
+  const Slot& s = slots_[it->second];
+  if (s.state == State::Resident && s.pins == 0) lru_.splice(lru_.begin(), lru_, s.lru);
+}
+
 std::optional<std::uint64_t> DiskStore::start_read(std::span<const PositionalLineageHash> plhs,
                                                    std::span<std::byte* const> pages, bool in_place) {
   KVTIER_EXPECTS(plhs.size() == pages.size(), "a disk tier read needs one page per block");

@@ -103,9 +103,26 @@ bool RowService::lookup(std::span<const std::byte> key) {
   if (!resident_.contains(plh)) return false;
   ++counters_.lookup_hits;
   // Bounded: recency is a hint, a burst of hits between two steps need not all count.
-  if (touched_.size() < 65536) touched_.push_back(plh);
+  if (touched_.size() < 65536) touched_.push_back(Use{.plh = plh});
   work_.notify_one();
   return true;
+}
+
+std::vector<bool> RowService::held(const std::vector<std::vector<std::byte>>& keys) const {
+  std::vector<bool> found;
+  found.reserve(keys.size());
+  std::lock_guard lock(mutex_);
+  for (const std::vector<std::byte>& key : keys) found.push_back(resident_.contains(engine_key_plh(key)));
+  return found;
+}
+
+void RowService::note_uses(const std::vector<std::vector<std::byte>>& keys, bool demote) {
+  std::lock_guard lock(mutex_);
+  for (const std::vector<std::byte>& key : keys) {
+    if (touched_.size() >= 65536) break;  // a hint: a burst past this need not all count
+    touched_.push_back(Use{.plh = engine_key_plh(key), .demote = demote});
+  }
+  work_.notify_one();
 }
 
 std::vector<bool> RowService::lookup_many(const std::vector<std::vector<std::byte>>& keys) {
@@ -146,6 +163,18 @@ void RowService::drain() {
   idle_.wait(lock, [&] { return unfinished_ == 0; });
 }
 
+RowJobResult RowService::wait(std::uint64_t id) {
+  std::unique_lock lock(mutex_);
+  std::vector<RowJobResult>::iterator it;
+  idle_.wait(lock, [&] {
+    it = std::find_if(finished_.begin(), finished_.end(), [&](const RowJobResult& r) { return r.id == id; });
+    return it != finished_.end();
+  });
+  RowJobResult result = std::move(*it);
+  finished_.erase(it);
+  return result;
+}
+
 void RowService::shutdown() {
   {
     std::lock_guard lock(mutex_);
@@ -184,7 +213,7 @@ void RowService::answer(Asked& asked) {
 void RowService::run() {
   for (;;) {
     std::vector<RowJob> arrived;
-    std::vector<PositionalLineageHash> touched;
+    std::vector<Use> touched;
     std::vector<Asked*> asked;
     {
       std::unique_lock lock(mutex_);
@@ -200,7 +229,13 @@ void RowService::run() {
     }
     try {
       for (Asked* a : asked) answer(*a);
-      for (const PositionalLineageHash& plh : touched) store_->touch(plh);
+      for (const Use& use : touched) {
+        if (use.demote) {
+          store_->demote(use.plh);
+        } else {
+          store_->touch(use.plh);
+        }
+      }
       for (RowJob& job : arrived) {
         auto running = std::make_unique<Running>();
         running->submitted = Clock::now();
@@ -366,7 +401,7 @@ void RowService::take_progress(const LowerTierProgress& progress) {
 void RowService::finish_ready() {
   const LowerTierStats stats = store_->stats();
   std::lock_guard lock(mutex_);
-  std::erase_if(running_, [&](const std::unique_ptr<Running>& r) {
+  const std::size_t ended = std::erase_if(running_, [&](const std::unique_ptr<Running>& r) {
     if (!r->done()) return false;
     RowJobResult result{.id = r->job.id,
                         .kind = r->job.kind,
@@ -384,7 +419,7 @@ void RowService::finish_ready() {
   counters_.evictions = stats.evictions;
   counters_.used = store_->used();
   if (health_) health_(counters_);
-  if (unfinished_ == 0) idle_.notify_all();
+  if (ended > 0 || unfinished_ == 0) idle_.notify_all();  // drain, and wait for a job
 }
 
 void RowService::fail_everything(const std::string& why) {

@@ -127,6 +127,9 @@ class LowerTier {
   }
   /// A use of a block the tier holds (an engine's hit): its eviction order may take note.
   virtual void touch(const PositionalLineageHash&) {}
+  /// A block the engine can no longer use (its prefix is gone): the first its
+  /// eviction order takes, when it keeps one.
+  virtual void demote(const PositionalLineageHash&) {}
 
   virtual LowerTierStats stats() const = 0;
 };

@@ -42,7 +42,7 @@ from vllm.v1.metrics.cache_hit_source import CacheHitSource
 from kvtier import _kvtier
 from kvtier.vllm.row_tier import RowTierAdapter
 from kvtier.vllm.tier_namespace import row_namespace
-from kvtier.vllm.tier_options import TierOptionError, flag, positive_int, refuse_unknown, text
+from kvtier.tier_options import TierOptionError, flag, positive_int, refuse_unknown, text
 
 if TYPE_CHECKING:
     from vllm.v1.kv_offload.base import OffloadingSpec

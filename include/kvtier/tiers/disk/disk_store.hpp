@@ -173,6 +173,8 @@ class DiskStore final : public LowerTier {
                                              std::span<std::byte* const> pages) override;
   /// A use of a resident block: it becomes the most recently used.
   void touch(const PositionalLineageHash& plh) override;
+  /// A resident block nobody can use any more: it becomes the least recently used.
+  void demote(const PositionalLineageHash& plh) override;
   LowerTierProgress poll(bool wait) override;
   /// Waits until at least one operation in flight ended (none in flight:
   /// returns at once), and collects what ended.

@@ -59,6 +59,12 @@ class RowService {
   /// Asks the tier for each key (one round trip of a remote tier, bounded
   /// by its deadline; a store that is down answers no); waits for the answer.
   std::vector<bool> lookup_many(const std::vector<std::vector<std::byte>>& keys);
+  /// Of `keys`, those the tier is known to hold now (what lookup answers,
+  /// without counting a use); never waits.
+  std::vector<bool> held(const std::vector<std::vector<std::byte>>& keys) const;
+  /// Uses of `keys` in this order (the last is the most recent), or, with
+  /// `demote`, keys the engine can no longer use: the first to be evicted.
+  void note_uses(const std::vector<std::vector<std::byte>>& keys, bool demote);
   /// Queues a job; never blocks on I/O. A malformed job (rows outside the
   /// region, a key of no bytes or too long, keys and rows of other lengths)
   /// fails as a whole, reported like any other. ContractError after shutdown.
@@ -67,6 +73,9 @@ class RowService {
   std::vector<RowJobResult> take_finished();
   /// Waits until every job submitted so far ended (their results wait for take_finished).
   void drain();
+  /// Waits until job `id` ended and takes its result (it is not reported by
+  /// take_finished). A job never submitted is waited for until submitted and ended.
+  RowJobResult wait(std::uint64_t id);
   /// Drains, stops the thread and closes the store; the region is not
   /// touched again. Idempotent.
   void shutdown();
@@ -104,7 +113,11 @@ class RowService {
   std::condition_variable idle_;  // drain and lookup_many wait for the thread
   std::deque<RowJob> queued_;
   std::deque<Asked*> asked_;
-  std::vector<PositionalLineageHash> touched_;
+  struct Use {
+    PositionalLineageHash plh;
+    bool demote = false;
+  };
+  std::vector<Use> touched_;  // uses (and demotions) for the thread to apply, in order
   std::vector<RowJobResult> finished_;
   std::vector<RowEvent> events_out_;
   std::unordered_set<PositionalLineageHash> resident_;  // what a lookup hits

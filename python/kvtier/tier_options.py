@@ -1,5 +1,6 @@
-"""Checks of a tier's options as vLLM's factory passes them (keyword
-arguments from the tier's JSON block): a bad option is an error that names it."""
+"""Checks of a tier's options as an engine passes them (vLLM's factory: keyword
+arguments from the tier's JSON block; SGLang: its backend's extra config): a
+bad option is an error that names it."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 
 class TierOptionError(ValueError):
-    """An option of a kvtier tier in vLLM's kv_transfer_config is wrong."""
+    """An option of a kvtier tier in an engine's configuration is wrong."""
 
 
 def refuse_unknown(tier: str, unknown: dict[str, Any], known: list[str]) -> None:
