@@ -86,8 +86,8 @@ void bind_row_tiers(nb::module_& m) {
       [](nb::handle rows, const std::vector<std::string>& urls, const std::string& key_namespace,
          const std::string& namespace_text, unsigned deadline_ms, unsigned retry_after_ms, std::uint32_t ttl_seconds,
          std::optional<std::string> key_file, bool events) {
-        const tiers::rows::SharedRowsConfig config = shared_rows_config(
-            urls, key_namespace, namespace_text, deadline_ms, retry_after_ms, ttl_seconds, key_file);
+        const tiers::rows::SharedRowsConfig config =
+            shared_rows_config(urls, key_namespace, namespace_text, deadline_ms, retry_after_ms, ttl_seconds, key_file);
         const RowRegion region = rows_of(rows);
         return new RowService(tiers::rows::open_shared_rows(config, region), region, events);
       },

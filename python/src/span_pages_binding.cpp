@@ -32,8 +32,8 @@ namespace {
 using tiers::rows::MemorySpan;
 using tiers::rows::RowRegion;
 using tiers::rows::RowStore;
-using tiers::rows::SpanPageTier;
 using tiers::rows::SpanPagesConfig;
+using tiers::rows::SpanPageTier;
 using Keys = std::vector<std::vector<std::byte>>;
 
 Keys keys_of(nb::handle keys) {
@@ -95,8 +95,8 @@ void bind_span_pages(nb::module_& m) {
          const std::vector<std::string>& urls, const std::string& key_namespace, const std::string& namespace_text,
          std::size_t staging_pages, unsigned deadline_ms, unsigned retry_after_ms, std::uint32_t ttl_seconds,
          std::optional<std::string> key_file) {
-        const tiers::rows::SharedRowsConfig shared = shared_rows_config(
-            urls, key_namespace, namespace_text, deadline_ms, retry_after_ms, ttl_seconds, key_file);
+        const tiers::rows::SharedRowsConfig shared =
+            shared_rows_config(urls, key_namespace, namespace_text, deadline_ms, retry_after_ms, ttl_seconds, key_file);
         const SpanPagesConfig config = pages_config(span_bytes, memory, staging_pages, true);
         return new SpanPageTier(config, [&](const RowRegion& region) { return open_shared_rows(shared, region); });
       },

@@ -179,8 +179,9 @@ TEST_F(SpanPagesTest, CallsFromSeveralThreadsOverFewStagingRowsAllComplete) {
     threads.emplace_back([&, t] {
       for (int round = 0; round < 20; ++round) {
         const int base = 100 * t + round * 2;
-        const auto stored = tier->store(keys({base, base + 1}), pool_.spans({static_cast<std::size_t>(2 * t),
-                                                                             static_cast<std::size_t>(2 * t + 1)}));
+        const auto stored =
+            tier->store(keys({base, base + 1}),
+                        pool_.spans({static_cast<std::size_t>(2 * t), static_cast<std::size_t>(2 * t + 1)}));
         if (stored == std::vector<bool>(2, true)) ++good[static_cast<std::size_t>(t)];
       }
     });

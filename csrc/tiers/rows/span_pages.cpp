@@ -61,7 +61,8 @@ void SpanPageTier::check(const std::vector<std::vector<std::byte>>& keys, const 
                           std::to_string(wanted));
     }
     const auto inside = [&](const MemorySpan& m) {
-      return s.data >= m.data && s.bytes <= m.bytes && s.data - m.data <= static_cast<std::ptrdiff_t>(m.bytes - s.bytes);
+      return s.data >= m.data && s.bytes <= m.bytes &&
+             s.data - m.data <= static_cast<std::ptrdiff_t>(m.bytes - s.bytes);
     };
     if (s.data == nullptr || std::none_of(memory_.begin(), memory_.end(), inside)) {
       throw ContractError("span " + std::to_string(i) + " is outside the engine's registered memory");

@@ -144,6 +144,7 @@ class PageTiers:
                 got = self.g3.load([keys[i] for i in positions], *self._page_spans(spans, positions))
                 for i, ok in zip(positions, got):
                     loaded[i] = ok
+        in_g3 = list(loaded)
         if self.g4 is not None:
             # Up to the first page nothing gave: SGLang uses only the leading run.
             wanted = [i for i in range(len(keys)) if not loaded[i]]
@@ -155,24 +156,25 @@ class PageTiers:
                 if self.g3 is not None and from_g4:
                     kept = self.g3.store([keys[i] for i in from_g4], *self._page_spans(spans, from_g4))
                     self.g4_kept_in_g3 += sum(kept)
-        count = leading(loaded)
-        if self.g3 is not None:
-            self.g3.note_uses(list(reversed(keys[:count])))
+        self._note_chain(keys, leading(loaded), in_g3)
         return loaded
 
     def set(self, keys: list[bytes], host_indices: Any, prefix: list[bytes]) -> list[bool]:
-        """Writes each page under its key in every tier (a page held already is not written again)."""
+        """Writes each page under its key in every tier (a page held already is not written again).
+        A batch longer than G3's capacity keeps its head there: the pages past it are not written (False)."""
         spans = self.spans(host_indices)
         stored = None
         if self.g3 is not None:
-            stored = self.g3.store(keys, *spans)
+            room = min(len(keys), self.g3.capacity)
+            stored = self.g3.store(keys[:room], *self._page_spans(spans, list(range(room)))) + [False] * (
+                len(keys) - room)
             # The chain's head is the most recent use: its tail goes first.
             self.g3.note_uses(list(reversed(prefix + keys)))
         if self.g4 is not None:
             shared = self.g4.store(keys, *spans)
             self.g4_sets_failed += len(shared) - sum(shared)
-            if stored is None:
-                stored = shared  # G4 alone: its answer; stacked, G3's (G4's failures are counted)
+            # G4 alone: its answer; stacked, a page either tier holds (G4's failures are counted).
+            stored = shared if stored is None else [a or b for a, b in zip(stored, shared)]
         return stored
 
     def counters(self) -> dict[str, dict[str, Any]]:
