@@ -12,9 +12,12 @@
 #   scripts/plot.sh vllm-tiers TIERS.csv OUT.png  # from `python -m kvtier.vllm.bench --csv TIERS.csv`:
 #                                               # store and load-after-restart GiB/s against row size,
 #                                               # per tier (vLLM's fs, kvtier's G3 and G4), same run
+#   scripts/plot.sh sglang HICACHE.csv OUT.png  # from `python -m kvtier.sglang.bench --csv HICACHE.csv`:
+#                                               # backup and prefetch (warm, cold) GiB/s against page
+#                                               # size per backend (SGLang's file, kvtier's G3), same run
 set -euo pipefail
 
-usage() { echo "usage: $0 swap|capacity|policy|vllm-tiers INPUT.csv OUTPUT.png" >&2; exit 2; }
+usage() { echo "usage: $0 swap|capacity|policy|vllm-tiers|sglang INPUT.csv OUTPUT.png" >&2; exit 2; }
 [[ $# -eq 3 ]] || usage
 kind=$1 input=$2 output=$3
 [[ -r $input ]] || { echo "plot: cannot read $input" >&2; exit 2; }
@@ -138,6 +141,30 @@ set xlabel "row (chunk) size"
 set ylabel "GiB/s"
 set yrange [0:*]
 pick(tier, col) = strcol("tier") eq tier ? column(col) : NaN
+plot $plot_line
+GNUPLOT
+    ;;
+  sglang)
+    backends=$(distinct backend)
+    [[ -n $backends ]] || { echo "plot: $input holds no rows" >&2; exit 2; }
+    group_series
+    plots=()
+    while read -r backend; do
+      plots+=("\"$input\" using (column(\"page_bytes\")):(pick(\"$backend\", \"prefetch_cold_GiBps\")) with linespoints lw 2 title \"$backend prefetch (cold restart)\"")
+      plots+=("\"$input\" using (column(\"page_bytes\")):(pick(\"$backend\", \"prefetch_warm_GiBps\")) with linespoints lw 2 dt 4 title \"$backend prefetch (warm)\"")
+      plots+=("\"$input\" using (column(\"page_bytes\")):(pick(\"$backend\", \"backup_GiBps\")) with linespoints lw 2 dt 2 title \"$backend backup\"")
+    done <<<"$backends"
+    plot_line=$(IFS=,; echo "${plots[*]}")
+    gnuplot <<GNUPLOT
+$common
+set output "$output"
+set title "SGLang 0.5.23 HiCache storage through SGLang's controller: backup and prefetch"
+set logscale x 2
+set format x "%.0b %BB"
+set xlabel "page size"
+set ylabel "GiB/s"
+set yrange [0:*]
+pick(backend, col) = strcol("backend") eq backend ? column(col) : NaN
 plot $plot_line
 GNUPLOT
     ;;

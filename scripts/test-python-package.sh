@@ -6,7 +6,9 @@
 # dependencies (scripts/install-deps.sh); vLLM, torch and transformers for the real-model and
 # vLLM tests come from scripts/install-model-deps.sh (once per machine). The ZMQ wire test also runs the CLI
 # (KVTIER_BIN, default build/release/kvtier) and skips its script comparison
-# when it is absent.
+# when it is absent. Then the SGLang tests, in a second fresh environment
+# (build/sglang-venv: pytest, SGLang's own environment through a .pth file, the
+# same package built again from the same build tree): SGLang pins another torch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -28,4 +30,20 @@ grep -E "^ *-- kvtier:" "$log" | sed "s/^ *//" >&2 || true
 # Run from outside the source tree so `import kvtier` is the installed package.
 cd tests/python
 # The real-model and vLLM tests run here, never skip: their dependencies were installed above.
-KVTIER_REQUIRE_MODEL_TESTS=1 KVTIER_REQUIRE_VLLM_TESTS=1 KVTIER_BIN="${KVTIER_BIN:-$root/build/release/kvtier}" "$root/$venv/bin/python" -m pytest -q -p no:cacheprovider -c "$root/pyproject.toml" --rootdir . .
+# The SGLang tests need SGLang's environment: they run below.
+KVTIER_REQUIRE_MODEL_TESTS=1 KVTIER_REQUIRE_VLLM_TESTS=1 KVTIER_BIN="${KVTIER_BIN:-$root/build/release/kvtier}" "$root/$venv/bin/python" -m pytest -q -p no:cacheprovider -c "$root/pyproject.toml" --rootdir . . --ignore-glob='test_sglang_*.py'
+
+cd "$root"
+sglang_venv=build/sglang-venv
+rm -rf "$sglang_venv"
+python3 -m venv "$sglang_venv"
+"$sglang_venv/bin/python" -m pip install --quiet --disable-pip-version-check "$(grep '^pytest==' tests/python/requirements.txt)"
+bash scripts/install-model-deps.sh --engine sglang "$sglang_venv"
+if ! "$sglang_venv/bin/python" -m pip install --verbose --disable-pip-version-check . >>"$log" 2>&1; then
+  tail -n 60 "$log" >&2
+  echo "kvtier: pip install . (SGLang's environment) failed" >&2
+  exit 1
+fi
+cd tests/python
+# The SGLang tests run here, never skip: SGLang was installed above.
+KVTIER_REQUIRE_SGLANG_TESTS=1 "$root/$sglang_venv/bin/python" -m pytest -q -p no:cacheprovider -c "$root/pyproject.toml" --rootdir . test_sglang_*.py

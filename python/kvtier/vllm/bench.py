@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from kvtier.page_cache import drop_page_cache
+
 
 def _tier_config(kind: str, directory: str, rows: int, fs_threads: int | None, queue_depth: int,
                  redis_url: str | None) -> dict[str, Any]:
@@ -49,24 +51,6 @@ def _tier_config(kind: str, directory: str, rows: int, fs_threads: int | None, q
         return config
     return {"type": "KvtierDiskTier", "module_path": "kvtier.vllm", "path": directory, "capacity_blocks": rows,
             "queue_depth": queue_depth}
-
-
-def _drop_page_cache(directory: str) -> str:
-    """Drops the page cache (root), or evicts the tier's files from it; which one it did."""
-    os.sync()
-    try:
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("1\n")
-        return "drop_caches"
-    except OSError:
-        for root, _, files in os.walk(directory):
-            for name in files:
-                fd = os.open(os.path.join(root, name), os.O_RDONLY)
-                try:
-                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-                finally:
-                    os.close(fd)
-        return "fadvise"
 
 
 def run_once(kind: str, row_bytes: int, rows: int, requests: int, step_s: float, fs_threads: int | None,
@@ -88,7 +72,7 @@ def run_once(kind: str, row_bytes: int, rows: int, requests: int, step_s: float,
         m.settle(timeout=600, step_s=step_s)
         store_s = time.monotonic() - start
         m.shutdown()
-        dropped = _drop_page_cache(directory) if kind != "kvtier-g4" else "n/a (Redis)"
+        dropped = drop_page_cache(directory) if kind != "kvtier-g4" else "n/a (Redis)"
 
         again = TieredManager([config], num_chunks=rows, row_bytes=row_bytes)
         tier = again.tiers[0]
