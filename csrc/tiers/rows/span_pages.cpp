@@ -97,6 +97,22 @@ void SpanPageTier::give_back(const std::vector<std::int64_t>& rows) {
   freed_.notify_all();
 }
 
+RowJobResult SpanPageTier::run(RowJob job) {
+  {
+    std::lock_guard lock(mutex_);
+    job.id = next_job_++;
+  }
+  const std::uint64_t id = job.id;
+  const std::vector<std::int64_t> rows = job.rows;
+  try {
+    service_->submit(std::move(job));
+  } catch (...) {
+    give_back(rows);
+    throw;
+  }
+  return service_->wait(id);
+}
+
 std::vector<bool> SpanPageTier::store(const std::vector<std::vector<std::byte>>& keys,
                                       const std::vector<MemorySpan>& spans) {
   check(keys, spans);
@@ -115,19 +131,8 @@ std::vector<bool> SpanPageTier::store(const std::vector<std::vector<std::byte>>&
       job.keys.push_back(keys[done + i]);
     }
     job.rows = rows;
-    {
-      std::lock_guard lock(mutex_);
-      job.id = next_job_++;
-    }
-    const std::uint64_t id = job.id;
     std::vector<std::vector<std::byte>> wave = job.keys;
-    try {
-      service_->submit(std::move(job));
-    } catch (...) {
-      give_back(rows);
-      throw;
-    }
-    const RowJobResult result = service_->wait(id);
+    const RowJobResult result = run(std::move(job));
     give_back(rows);
     // A store reports success for the job as a whole: on failure, each page is what the tier holds now.
     const std::vector<bool> now = result.success ? std::vector<bool>(wave.size(), true) : present(wave);
@@ -148,18 +153,7 @@ std::vector<bool> SpanPageTier::load(const std::vector<std::vector<std::byte>>& 
     job.keys.assign(keys.begin() + static_cast<std::ptrdiff_t>(done),
                     keys.begin() + static_cast<std::ptrdiff_t>(done + rows.size()));
     job.rows = rows;
-    {
-      std::lock_guard lock(mutex_);
-      job.id = next_job_++;
-    }
-    const std::uint64_t id = job.id;
-    try {
-      service_->submit(std::move(job));
-    } catch (...) {
-      give_back(rows);
-      throw;
-    }
-    const RowJobResult result = service_->wait(id);
+    const RowJobResult result = run(std::move(job));
     for (const std::uint32_t at : result.loaded) {
       const std::byte* in = row(rows[at]);
       for (std::size_t s = 0; s < per_page; ++s) {

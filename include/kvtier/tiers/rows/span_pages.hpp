@@ -76,6 +76,8 @@ class SpanPageTier {
   /// Up to `wanted` free staging rows (at least one: waits for it).
   std::vector<std::int64_t> take_rows(std::size_t wanted);
   void give_back(const std::vector<std::int64_t>& rows);
+  /// Submits `job` under a new id and waits for its result; its rows are given back if it cannot be submitted.
+  RowJobResult run(RowJob job);
   std::byte* row(std::int64_t r) const noexcept { return staging_.get() + static_cast<std::size_t>(r) * row_bytes_; }
 
   std::vector<std::size_t> span_bytes_;
