@@ -358,12 +358,12 @@ def test_bad_calls_are_false_never_an_exception(tmp_path):
 
 def test_the_bench_compares_both_backends_through_sglangs_controller_and_plots(tmp_path):
     csv_file = tmp_path / "hicache.csv"
-    out = subprocess.run([sys.executable, "-m", "kvtier.sglang.bench", "--page-tokens", "1,4", "--total-mib", "1",
+    out = subprocess.run([sys.executable, "-m", "kvtier.sglang.bench", "--page-tokens", "2", "--total-mib", "1",
                           "--runs", "1", "--dir", str(tmp_path), "--json", "--csv", str(csv_file)],
                          check=True, capture_output=True, text=True, timeout=600).stdout
     results = json.loads(out)["results"]
-    assert [(r["backend"], r["page_bytes"]) for r in results] == [
-        ("sglang-file", 32768), ("kvtier-g3", 32768), ("sglang-file", 131072), ("kvtier-g3", 131072)]
+    assert [(r["backend"], r["page_bytes"], r["pages"]) for r in results] == [("sglang-file", 65536, 16),
+                                                                             ("kvtier-g3", 65536, 16)]
     for r in results:
         assert r["backup_GiBps"] > 0 and r["prefetch_warm_GiBps"] > 0 and r["prefetch_cold_GiBps"] > 0
         assert r["exists_us"] > 0 and r["page_cache"] in ("drop_caches", "fadvise")
