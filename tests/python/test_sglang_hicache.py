@@ -372,3 +372,23 @@ def test_the_bench_compares_both_backends_through_sglangs_controller_and_plots(t
     subprocess.run(["bash", str(HERE.parents[1] / "scripts" / "plot.sh"), "sglang", str(csv_file), str(png)],
                    check=True, capture_output=True)
     assert png.stat().st_size > 0
+
+
+def test_storage_metrics_for_sglangs_collector(tmp_path):
+    from sglang.srt.observability.metrics_collector import StorageMetrics
+
+    cache = CpuHiCache(sp.GEOMETRY, "page_first", "dynamic", g3(tmp_path))
+    backend = cache.backend
+    backend.storage_config.enable_storage_metrics = True  # SGLang's --enable-storage-metrics
+    keys = sp.page_keys(sp.prompt(3, seed=50))
+    indices = cache.allocate(3)
+    cache.fill(indices, 50)
+    assert backend.batch_set_v1(keys, indices) == [True] * 3
+    assert backend.batch_get_v1(keys, indices) == [True] * 3
+    metrics = backend.get_stats()
+    assert isinstance(metrics, StorageMetrics)
+    assert metrics.backup_pgs == [3] and metrics.prefetch_pgs == [3]
+    assert metrics.backup_bandwidth[0] > 0 and metrics.prefetch_bandwidth[0] > 0
+    again = backend.get_stats()  # since the last call: nothing new
+    assert again.backup_pgs == [] and again.prefetch_pgs == []
+    cache.close()
