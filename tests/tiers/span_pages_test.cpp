@@ -22,7 +22,8 @@
 #include "kvtier/tiers/rows/disk_rows.hpp"
 #include "support/scratch_directory.hpp"
 
-namespace kvtier::tiers::rows {
+// A namespace of its own: the unity build puts this file beside the other row tests' helpers.
+namespace kvtier::tiers::rows::span_pages_testing {
 namespace {
 
 // SGLang's page_first MHA page of a tiny model: K and V of 2 layers x 4 tokens x 2 heads x 8 x bf16.
@@ -203,4 +204,4 @@ TEST_F(SpanPagesTest, AnotherNamespaceOrPageSizeIsRefused) {
 }
 
 }  // namespace
-}  // namespace kvtier::tiers::rows
+}  // namespace kvtier::tiers::rows::span_pages_testing
