@@ -8,7 +8,7 @@
 # (KVTIER_BIN, default build/release/kvtier) and skips its script comparison
 # when it is absent. Then the SGLang tests, in a second fresh environment
 # (build/sglang-venv: pytest, SGLang's own environment through a .pth file, the
-# same package built again from the same build tree): SGLang pins another torch.
+# same wheel): SGLang pins another torch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -19,9 +19,14 @@ python3 -m venv "$venv"
 # vLLM, torch and transformers for the real-model and vLLM tests: installed once per machine, seen through a .pth file.
 bash scripts/install-model-deps.sh "$venv"
 # The first build compiles the library (minutes); its log is kept, and shown on failure.
+# `pip install .` in two steps: the wheel it would build (kept, so that SGLang's environment
+# below installs the same one instead of building it again), then that wheel.
 log=build/python-install.log
+wheels=build/python-wheel
+rm -rf "$wheels"
 echo "kvtier: pip install . (log: $log)" >&2
-if ! "$venv/bin/python" -m pip install --verbose --disable-pip-version-check . >"$log" 2>&1; then
+if ! { "$venv/bin/python" -m pip wheel --verbose --disable-pip-version-check --no-deps --wheel-dir "$wheels" . &&
+  "$venv/bin/python" -m pip install --disable-pip-version-check "$wheels"/kvtier-*.whl; } >"$log" 2>&1; then
   tail -n 60 "$log" >&2
   echo "kvtier: pip install . failed" >&2
   exit 1
@@ -39,9 +44,9 @@ rm -rf "$sglang_venv"
 python3 -m venv "$sglang_venv"
 "$sglang_venv/bin/python" -m pip install --quiet --disable-pip-version-check "$(grep '^pytest==' tests/python/requirements.txt)"
 bash scripts/install-model-deps.sh --engine sglang "$sglang_venv"
-if ! "$sglang_venv/bin/python" -m pip install --verbose --disable-pip-version-check . >>"$log" 2>&1; then
+if ! "$sglang_venv/bin/python" -m pip install --disable-pip-version-check "$wheels"/kvtier-*.whl >>"$log" 2>&1; then
   tail -n 60 "$log" >&2
-  echo "kvtier: pip install . (SGLang's environment) failed" >&2
+  echo "kvtier: installing kvtier in SGLang's environment failed" >&2
   exit 1
 fi
 cd tests/python

@@ -67,7 +67,13 @@ def test_pages_come_back_equal_through_sglangs_controller_and_from_a_new_process
     counters = cache.backend.counters()["kv"]["g3"]
     assert counters["keys_stored"] == 6 and counters["keys_loaded"] == 12 and counters["checksum_failures"] == 0
     cache.close()
-    done, got = other_process(layout, g3(tmp_path), tokens, tmp_path)
+    # A restart: a new controller and backend on the same directory (page_first: in a new process).
+    if layout == "page_first":
+        done, got = other_process(layout, g3(tmp_path), tokens, tmp_path)
+    else:
+        again = CpuHiCache(sp.GEOMETRY, layout, "dynamic", g3(tmp_path))
+        done, got = sp.read_prompt(again, tokens)
+        again.close()
     assert done == len(tokens) and got == pages
 
 
@@ -197,8 +203,9 @@ def test_two_processes_share_g4(tmp_path, redis_node):
     done, got = other_process("page_first", config, tokens, tmp_path)
     assert done == len(tokens) and got == pages
     # Another layout on the same Redis: the values are never served (its namespace differs).
-    done, _ = other_process("layer_first", config, tokens, tmp_path)
-    assert done == 0
+    other = CpuHiCache(sp.GEOMETRY, "layer_first", "dynamic", config)
+    assert sp.read_prompt(other, tokens)[0] == 0
+    other.close()
 
 
 def test_a_damaged_g4_value_is_never_served(tmp_path, redis_node):
@@ -356,12 +363,13 @@ def test_bad_calls_are_false_never_an_exception(tmp_path):
     cache.close()
 
 
-def test_the_bench_compares_both_backends_through_sglangs_controller_and_plots(tmp_path):
+def test_the_bench_compares_both_backends_through_sglangs_controller_and_plots(tmp_path, capsys):
+    from kvtier.sglang import bench
+
     csv_file = tmp_path / "hicache.csv"
-    out = subprocess.run([sys.executable, "-m", "kvtier.sglang.bench", "--page-tokens", "2", "--total-mib", "1",
-                          "--runs", "1", "--dir", str(tmp_path), "--json", "--csv", str(csv_file)],
-                         check=True, capture_output=True, text=True, timeout=600).stdout
-    results = json.loads(out)["results"]
+    assert bench.main(["--page-tokens", "2", "--total-mib", "1", "--runs", "1", "--dir", str(tmp_path), "--json",
+                       "--csv", str(csv_file)]) == 0
+    results = json.loads(capsys.readouterr().out)["results"]
     assert [(r["backend"], r["page_bytes"], r["pages"]) for r in results] == [("sglang-file", 65536, 16),
                                                                              ("kvtier-g3", 65536, 16)]
     for r in results:
