@@ -74,11 +74,16 @@ case $action in
     done
     for ((i = 0; i < nodes; i++)); do
       port=$((base + i))
-      for _ in $(seq 100); do
+      # Up to 20 s: a loaded machine (sanitizer suites two at a time on 2 cores) starts it slowly.
+      for _ in $(seq 400); do
         redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null | grep -q PONG && break
         sleep 0.05
       done
-      redis-cli -h 127.0.0.1 -p "$port" ping | grep -q PONG || { echo "$0: node $port did not start" >&2; exit 1; }
+      redis-cli -h 127.0.0.1 -p "$port" ping | grep -q PONG || {
+        echo "$0: node $port did not start; its log:" >&2
+        tail -n 5 "$dir/$port.log" >&2 || true
+        exit 1
+      }
     done
     if ((nodes > 1)); then
       members=()
